@@ -1,0 +1,1 @@
+"""Assets by layer: raw, staged, fact + mart (published together)."""

@@ -1,0 +1,1 @@
+"""Checks on what readers see: the published fact and mart."""

@@ -1,0 +1,20 @@
+"""The one Definitions of the AtlasMart code location."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from atlasmart_assets.assets.fact_mart import fact_and_mart
+from atlasmart_assets.assets.raw import customers, raw_order_lines
+from atlasmart_assets.assets.staged import staged_order_lines
+from atlasmart_assets.checks.published import fct_order_lines_line_id_unique, revenue_daily_totals_match_fact
+from atlasmart_assets.jobs import daily_job, rollback_job
+from atlasmart_assets.schedules import daily_schedule
+
+defs = dg.Definitions(
+    assets=[customers, raw_order_lines, staged_order_lines, fact_and_mart],
+    asset_checks=[fct_order_lines_line_id_unique, revenue_daily_totals_match_fact],
+    jobs=[daily_job, rollback_job],
+    schedules=[daily_schedule],
+    executor=dg.in_process_executor,
+)

@@ -1,0 +1,63 @@
+"""Where AtlasMart reads and writes, from the environment contract (ATLASMART_*), resolved at call time."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Settings:
+    raw_dir: Path
+    data_dir: Path
+    as_of: dt.date | None
+    start_date: dt.date
+    retain_versions: int
+    shrink_threshold: float
+    lock_timeout_s: float
+
+    @property
+    def warehouse_path(self) -> Path:
+        return self.data_dir / "warehouse.duckdb"
+
+    @property
+    def published_dir(self) -> Path:
+        return self.data_dir / "published"
+
+    @property
+    def versions_dir(self) -> Path:
+        return self.data_dir / "published_versions"
+
+    @property
+    def scratch_dir(self) -> Path:
+        return self.data_dir / "scratch"
+
+    @property
+    def notices_dir(self) -> Path:
+        return self.data_dir / "notices"
+
+
+def _as_of(value: str | None) -> dt.date | None:
+    if not value:
+        return None
+    try:
+        return dt.date.fromisoformat(value)
+    except ValueError as exc:
+        raise ValueError(f"ATLASMART_AS_OF={value!r} is not a YYYY-MM-DD date") from exc
+
+
+def load() -> Settings:
+    env = os.environ
+    return Settings(
+        raw_dir=Path(env.get("ATLASMART_RAW_DIR", REPO_ROOT / "raw")).resolve(),
+        data_dir=Path(env.get("ATLASMART_DATA_DIR", REPO_ROOT / "var")).resolve(),
+        as_of=_as_of(env.get("ATLASMART_AS_OF")),
+        start_date=dt.date.fromisoformat(env.get("ATLASMART_START_DATE", "2026-09-01")),
+        retain_versions=int(env.get("ATLASMART_RETAIN_VERSIONS", "10")),
+        shrink_threshold=float(env.get("ATLASMART_SHRINK_THRESHOLD", "0.2")),
+        lock_timeout_s=float(env.get("ATLASMART_LOCK_TIMEOUT_S", "600")),
+    )

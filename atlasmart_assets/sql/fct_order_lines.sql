@@ -1,0 +1,27 @@
+-- One row per order line (business key line_id) with its money figures.
+with staged as (
+    select * from staged
+    where partition_date between $start and $end
+),
+
+final as (
+    select
+        partition_date,
+        line_id,
+        order_id,
+        customer_id,
+        country,
+        tier,
+        sku,
+        quantity,
+        unit_price,
+        unit_cost,
+        cast(quantity * unit_price as decimal(18, 2)) as gmv,
+        cast(quantity * unit_cost as decimal(18, 2)) as cost,
+        cast(quantity * unit_price - quantity * unit_cost as decimal(18, 2)) as gross_profit,
+        event_time,
+        source_sequence
+    from staged
+)
+
+select * from final

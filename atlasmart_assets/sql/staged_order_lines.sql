@@ -1,0 +1,50 @@
+-- One row per line id and day: the latest source sequence wins, joined to the customer version valid at order time.
+with lines as (
+    select * from raw_lines
+    where partition_date between $start and $end
+),
+
+customers as (
+    select * from customers
+),
+
+latest as (
+    select *
+    from lines
+    qualify row_number() over (partition by partition_date, line_id order by source_sequence desc) = 1
+),
+
+orders as (
+    select
+        partition_date,
+        order_id,
+        min(event_time) as order_time
+    from latest
+    group by partition_date, order_id
+),
+
+final as (
+    select
+        latest.partition_date,
+        latest.line_id,
+        latest.order_id,
+        latest.customer_id,
+        coalesce(customers.country, 'unknown') as country,
+        coalesce(customers.tier, 'unknown') as tier,
+        latest.sku,
+        latest.quantity,
+        latest.unit_price,
+        latest.unit_cost,
+        orders.order_time,
+        latest.event_time,
+        latest.source_sequence
+    from latest
+    inner join orders using (partition_date, order_id)
+    left join customers
+        on
+            latest.customer_id = customers.customer_id
+            and orders.order_time >= customers.valid_from
+            and (customers.valid_to is null or orders.order_time < customers.valid_to)
+)
+
+select * from final
