@@ -10,11 +10,13 @@ from atlasmart_assets.assets.staged import staged_order_lines
 from atlasmart_assets.checks.published import fct_order_lines_line_id_unique, revenue_daily_totals_match_fact
 from atlasmart_assets.jobs import daily_job, rollback_job
 from atlasmart_assets.schedules import daily_schedule
+from atlasmart_assets.sensors import sensors
 
 defs = dg.Definitions(
     assets=[customers, raw_order_lines, staged_order_lines, fact_and_mart],
     asset_checks=[fct_order_lines_line_id_unique, revenue_daily_totals_match_fact],
     jobs=[daily_job, rollback_job],
     schedules=[daily_schedule],
+    sensors=sensors,
     executor=dg.in_process_executor,
 )

@@ -1,0 +1,28 @@
+# Two commands on a fresh machine: `make dev` (UI + daemon on the shipped raw) and `make test`.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+export ATLASMART_AS_OF ?= 2026-09-22
+export DAGSTER_HOME ?= $(CURDIR)/var/dagster_home
+
+$(BIN)/dagster: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+.PHONY: setup dev test test-integration lab bench
+setup: $(BIN)/dagster
+
+dev: setup
+	mkdir -p $(DAGSTER_HOME) && cp dagster.yaml $(DAGSTER_HOME)/dagster.yaml
+	$(BIN)/dagster dev -w workspace.yaml
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+lab: setup
+	$(BIN)/atlasmart lab
+
+bench: setup
+	$(BIN)/python -m bench.run
