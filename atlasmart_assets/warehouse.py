@@ -9,6 +9,8 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import os
+import signal
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -49,6 +51,12 @@ class LockStats:
 LOCK_STATS = LockStats()
 
 
+def failpoint(name: str) -> None:
+    """Crash tests: SIGKILL this process at a named point of the publish when ATLASMART_FAILPOINT names it."""
+    if os.environ.get("ATLASMART_FAILPOINT") == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def _is_lock_error(exc: duckdb.Error) -> bool:
     return "lock" in str(exc).lower()
 
@@ -72,6 +80,7 @@ def connect(cfg: Settings, stats: LockStats = LOCK_STATS) -> Iterator[duckdb.Duc
     stats.waits.append(acquired - started)
     try:
         con.execute(sql.text("ddl"))
+        reconcile_extracts(con, cfg)
         yield con
     finally:
         con.close()
@@ -80,6 +89,15 @@ def connect(cfg: Settings, stats: LockStats = LOCK_STATS) -> Iterator[duckdb.Duc
 
 def scratch_path(cfg: Settings, run_id: str) -> Path:
     return cfg.scratch_dir / f"{run_id}.duckdb"
+
+
+def prune_scratch(cfg: Settings, max_age_s: float) -> None:
+    """Scratch of finished or crashed runs (a failed run's scratch is kept a while for inspection)."""
+    if cfg.scratch_dir.exists():
+        cutoff = time.time() - max_age_s
+        for path in cfg.scratch_dir.glob("*.duckdb*"):
+            if path.stat().st_mtime < cutoff:
+                path.unlink(missing_ok=True)
 
 
 def open_scratch(cfg: Settings, run_id: str) -> duckdb.DuckDBPyConnection:
@@ -285,7 +303,6 @@ def publish(cfg: Settings, scratch: Path, window: Window, run: RunInfo, code_ver
     pub_id = new_publication_id(kind)
     started = time.monotonic()
     with connect(cfg) as con:
-        reconcile_extracts(con, cfg)
         before = _current(con, window)
         if expected is not None:
             moved = sorted(p for p in set(before) | set(expected)
@@ -294,6 +311,7 @@ def publish(cfg: Settings, scratch: Path, window: Window, run: RunInfo, code_ver
                 raise PublishConflict(f"partitions {moved} were republished since this run audited them; "
                                       "nothing was written, re-run to audit against the new publication")
         extracts.stage(cfg, pub_id, {p: c.extract_json for p, c in after.items()})
+        failpoint("staged_extracts")
         _attach(con, scratch)
         with transaction(con):
             _retire(con, before, window)
@@ -302,11 +320,14 @@ def publish(cfg: Settings, scratch: Path, window: Window, run: RunInfo, code_ver
                 con.execute(f"delete from {table} where partition_date between $start and $end", window.params)
                 con.execute(f"insert into {table} select {columns} from s.{source} "
                             "where partition_date between $start and $end", window.params)
+                failpoint(f"wrote_{table}")
             _ledger_rows(con, pub_id, kind, run, code_version, before, after, restored or {})
             con.execute("delete from audit.corrections_in_progress where partition_date between $start and $end",
                         window.params)
             keep = _prune_history(con, cfg.retain_versions, window)
+        failpoint("committed")
         extracts.swap(cfg, pub_id)
+        failpoint("swapped")
         extracts.prune(cfg, keep | {pub_id})
         return Publication(pub_id, kind, window, before, after, time.monotonic() - started)
 

@@ -13,6 +13,7 @@ from atlasmart_assets.window import RunInfo, Window, run_info, window_of
 
 CODE_VERSION = f"{__version__}+{sql.fingerprint()}"
 BACKFILL_POLICY = dg.BackfillPolicy.single_run()
+SCRATCH_MAX_AGE_S = 24 * 3600
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,7 @@ def begin(context: dg.AssetExecutionContext) -> Step:
     window = window_of(context)
     lanes.fence(window, context.run.tags)
     step = Step(settings.load(), window, run_info(context))
+    warehouse.prune_scratch(step.cfg, SCRATCH_MAX_AGE_S)
     if step.run.backfill_id:
         warehouse.mark_in_progress(step.cfg, window, step.run)
     return step

@@ -1,0 +1,33 @@
+"""What a consumer can read, reduced to comparable values: tables, ledger pointers, extract bytes."""
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from atlasmart_assets.settings import Settings
+
+CONSUMER_TABLES = ("fact.fct_order_lines", "mart.revenue_daily")
+
+
+def table_rows(cfg: Settings, table: str, where: str = "true") -> list[tuple]:
+    with duckdb.connect(str(cfg.warehouse_path), read_only=True) as con:
+        return con.execute(f"select * from {table} where {where} order by all").fetchall()
+
+
+def files(directory: Path) -> dict[str, str]:
+    if not directory.exists():
+        return {}
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.glob("*.json"))}
+
+
+def snapshot(cfg: Settings) -> dict[str, Any]:
+    """Hashes of every consumer-visible table, the ledger's current pointers, and each extract's bytes."""
+    out: dict[str, Any] = {"extracts": files(cfg.published_dir)}
+    if not cfg.warehouse_path.exists():
+        return out
+    for table in CONSUMER_TABLES:
+        out[table] = hashlib.sha256(repr(table_rows(cfg, table)).encode()).hexdigest()
+    out["current_publications"] = table_rows(cfg, "audit.current_publications", "true")
+    return out

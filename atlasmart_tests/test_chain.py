@@ -1,0 +1,57 @@
+"""A ranged run equals the union of single-day runs; SCD2 keeps the tier valid at order time."""
+
+import json
+
+from atlasmart_assets import settings
+from atlasmart_assets.lab import run_chain
+from atlasmart_tests import state
+
+TABLES = ("raw.order_lines", "staged.order_lines", "fact.fct_order_lines", "mart.revenue_daily")
+
+
+def test_ranged_run_equals_union_of_single_days(env, instance, tmp_path, monkeypatch) -> None:
+    assert run_chain(instance, "2026-09-15", "2026-09-19").success
+    ranged = {t: state.table_rows(env, t) for t in TABLES}
+    ranged_extracts = state.files(env.published_dir)
+
+    monkeypatch.setenv("ATLASMART_DATA_DIR", str(tmp_path / "singles"))
+    singles_cfg = settings.load()
+    for day in ("2026-09-15", "2026-09-16", "2026-09-17", "2026-09-18", "2026-09-19"):
+        assert run_chain(instance, day).success
+    for table in TABLES:
+        assert state.table_rows(singles_cfg, table) == ranged[table], table
+    assert state.files(singles_cfg.published_dir) == ranged_extracts
+    assert len(ranged["fact.fct_order_lines"]) == 5 * 12
+
+
+def _tier_of(cfg, line_id: str) -> str:
+    [row] = state.table_rows(cfg, "fact.fct_order_lines", f"line_id = '{line_id}'")
+    return row[5]
+
+
+def test_rebuilding_an_old_partition_keeps_the_tier_valid_then(env, instance) -> None:
+    assert run_chain(instance, "2026-09-20").success
+    assert _tier_of(env, "2026-09-20-L0004") == "bronze"  # C00003 was bronze until 2026-09-21
+    # The dimension gains a version: C00003 moves again, to gold, from 2026-09-25 (SCD2: close the open row).
+    path = env.raw_dir / "customers.json"
+    doc = json.loads(path.read_text())
+    for version in doc["customers"]:
+        if version["customer_id"] == "C00003" and version["valid_to"] is None:
+            version["valid_to"] = "2026-09-25"
+    doc["customers"].append({"customer_id": "C00003", "country": "FR", "tier": "gold",
+                             "valid_from": "2026-09-25", "valid_to": None})
+    path.write_text(json.dumps(doc))
+    assert run_chain(instance, "2026-09-20", "2026-09-21", {"dagster/backfill": "bf-scd2",
+                                                             "atlasmart/fence_override": "test: rebuild both days"}).success
+    assert _tier_of(env, "2026-09-20-L0004") == "bronze"
+    assert _tier_of(env, "2026-09-21-L0013") == "silver"  # silver from 2026-09-21 until 2026-09-25
+
+
+def test_nothing_but_the_window_moves(env, instance) -> None:
+    for day in ("2026-09-18", "2026-09-19", "2026-09-20"):
+        assert run_chain(instance, day).success
+    outside = state.table_rows(env, "fact.fct_order_lines", "partition_date <> '2026-09-19'")
+    files_before = state.files(env.published_dir)
+    assert run_chain(instance, "2026-09-19", "2026-09-19", {"dagster/backfill": "bf-one-day"}).success
+    assert state.table_rows(env, "fact.fct_order_lines", "partition_date <> '2026-09-19'") == outside
+    assert state.files(env.published_dir) == files_before
