@@ -31,3 +31,8 @@ def snapshot(cfg: Settings) -> dict[str, Any]:
         out[table] = hashlib.sha256(repr(table_rows(cfg, table)).encode()).hexdigest()
     out["current_publications"] = table_rows(cfg, "audit.current_publications", "true")
     return out
+
+
+def content(cfg: Settings) -> dict[str, Any]:
+    """Only the data a reader sees (tables and extract bytes), without ledger ids and timestamps."""
+    return {k: v for k, v in snapshot(cfg).items() if k != "current_publications"}
