@@ -10,7 +10,7 @@ from atlasmart_assets.assets.staged import staged_order_lines
 from atlasmart_assets.checks.published import fct_order_lines_line_id_unique, revenue_daily_totals_match_fact
 from atlasmart_assets.jobs import daily_job, rollback_job
 from atlasmart_assets.schedules import daily_schedule
-from atlasmart_assets.sensors import sensors
+from atlasmart_assets.sensors import resources, sensors
 
 defs = dg.Definitions(
     assets=[customers, raw_order_lines, staged_order_lines, fact_and_mart],
@@ -18,5 +18,6 @@ defs = dg.Definitions(
     jobs=[daily_job, rollback_job],
     schedules=[daily_schedule],
     sensors=sensors,
+    resources=resources,
     executor=dg.in_process_executor,
 )

@@ -1,5 +1,11 @@
-"""Sensors of the code location (Slack alerts and lifecycle notices are added by atlasmart_assets.alerts)."""
+"""Sensors of the code location: Slack alerts on failed checks and runs, and backfill lifecycle notices."""
 
 import dagster as dg
 
-sensors: list[dg.SensorDefinition] = []
+from atlasmart_assets.alerts import check_sensor, lifecycle, run_sensor
+from atlasmart_assets.alerts.common import SLACK_KEY
+from atlasmart_assets.alerts.slack import slack_resource
+
+sensors: list[dg.SensorDefinition] = [check_sensor.build(), run_sensor.build(), lifecycle.build()]
+
+resources: dict[str, object] = {SLACK_KEY: slack_resource()}

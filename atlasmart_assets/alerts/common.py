@@ -1,0 +1,38 @@
+"""What every alert sensor shares: the JSON cursor, the batch size, and what a run's tags say about its window."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+import dagster as dg
+
+from atlasmart_assets.alerts.slack import NO_TOKEN_REASON, AtlasSlack
+
+BATCH = 20
+RANGE_START_TAG = "dagster/asset_partition_range_start"
+RANGE_END_TAG = "dagster/asset_partition_range_end"
+PARTITION_TAG = "dagster/partition"
+SLACK_KEY = "slack"
+
+
+def load_cursor(raw: str | None) -> dict[str, Any]:
+    return json.loads(raw) if raw else {}
+
+
+def dump_cursor(state: Mapping[str, Any]) -> str:
+    return json.dumps(state, sort_keys=True, separators=(",", ":"))
+
+
+def partitions_of(tags: Mapping[str, str]) -> str:
+    """The partition or inclusive range a run targets, from its tags ('' when it names none)."""
+    if PARTITION_TAG in tags:
+        return tags[PARTITION_TAG]
+    start, end = tags.get(RANGE_START_TAG), tags.get(RANGE_END_TAG)
+    if start and end:
+        return start if start == end else f"{start}..{end}"
+    return ""
+
+
+def skip_unless_configured(slack: AtlasSlack) -> dg.SkipReason | None:
+    return None if slack.configured else dg.SkipReason(NO_TOKEN_REASON)
