@@ -1,0 +1,238 @@
+"""A real AtlasMart deployment for tests: dagster-webserver + dagster-daemon on a private DAGSTER_HOME.
+
+Grain: one deployment per test (or module). Reusable by browser tests: `Deployment.url` is the UI,
+`Deployment.graphql` speaks to it as the UI does, `Deployment.instance()` reads the run records.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+import dagster as dg
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+LOCATION = "atlasmart"
+REPOSITORY = "__repository__"
+FINISHED = {"SUCCESS", "FAILURE", "CANCELED"}
+
+LAUNCH_RUN = """
+mutation($executionParams: ExecutionParams!) {
+  launchRun(executionParams: $executionParams) {
+    __typename
+    ... on LaunchRunSuccess { run { runId } }
+    ... on PythonError { message }
+    ... on InvalidSubsetError { message }
+    ... on RunConfigValidationInvalid { errors { message } }
+    ... on PipelineNotFoundError { message }
+  }
+}"""
+
+LAUNCH_BACKFILL = """
+mutation($p: LaunchBackfillParams!) {
+  launchPartitionBackfill(backfillParams: $p) {
+    __typename
+    ... on LaunchBackfillSuccess { backfillId }
+    ... on PythonError { message }
+    ... on InvalidStepError { invalidStepKey }
+    ... on InvalidOutputError { invalidOutputName }
+    ... on UnauthorizedError { message }
+  }
+}"""
+
+LOCATION_STATUS = """
+{ workspaceOrError { __typename ... on Workspace { locationEntries { name loadStatus
+    locationOrLoadError { __typename ... on PythonError { message } } } } } }"""
+
+
+class DeploymentError(RuntimeError):
+    """The deployment did not come up, or refused a request."""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def generate_raw(raw_dir: Path, start: str, days: int, lines: int, customers: int) -> None:
+    """Synthetic raw evidence through the project's own generator CLI."""
+    subprocess.run([sys.executable, "-m", "atlasmart_assets.generate", "--raw-dir", str(raw_dir), "--start", start,
+                    "--days", str(days), "--lines", str(lines), "--customers", str(customers)],
+                   check=True, cwd=REPO_ROOT, capture_output=True)
+
+
+def _kill_group(proc: subprocess.Popen, timeout_s: float = 10) -> None:
+    """SIGKILL the process's group until it is empty: code servers and run workers may outlive their parent."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        proc.poll()  # reap the leader: a zombie would keep the group alive for killpg
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+
+
+@dataclass
+class Deployment:
+    """A running webserver + daemon pair; every process is in its own session so teardown kills the group."""
+
+    home: Path
+    env: dict[str, str]
+    port: int
+    logs: Path
+    procs: list[subprocess.Popen] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _spawn(self, name: str, args: Sequence[str]) -> None:
+        with open(self.logs / f"{name}.log", "wb") as out:
+            self.procs.append(subprocess.Popen(list(args), cwd=REPO_ROOT, env=self.env, stdout=out,
+                                               stderr=subprocess.STDOUT, start_new_session=True))
+
+    def start(self, timeout_s: float = 90) -> "Deployment":
+        workspace = ["-w", str(REPO_ROOT / "workspace.yaml")]
+        self._spawn("webserver", [str(BIN / "dagster-webserver"), "-h", "127.0.0.1", "-p", str(self.port), *workspace])
+        self._spawn("daemon", [str(BIN / "dagster-daemon"), "run", *workspace])
+        self._wait_loaded(timeout_s)
+        return self
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 5
+        for proc in self.procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            _kill_group(proc)
+            proc.wait()
+
+    def log_tail(self, chars: int = 3000) -> str:
+        return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-chars:]}" for p in sorted(self.logs.glob("*.log")))
+
+    def _wait_loaded(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        last: Any = None
+        while time.monotonic() < deadline:
+            if any(p.poll() is not None for p in self.procs):
+                raise DeploymentError(f"a deployment process exited early\n{self.log_tail()}")
+            try:
+                last = self.graphql(LOCATION_STATUS)
+                entries = last["workspaceOrError"]["locationEntries"]
+                if entries and all(e["loadStatus"] == "LOADED" for e in entries):
+                    errors = [e for e in entries if e["locationOrLoadError"]["__typename"] == "PythonError"]
+                    if errors:
+                        raise DeploymentError(f"code location failed to load: {errors}")
+                    return
+            except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
+                last = exc
+            time.sleep(0.5)
+        raise DeploymentError(f"webserver not ready after {timeout_s}s: {last}\n{self.log_tail()}")
+
+    def graphql(self, query: str, variables: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        body = json.dumps({"query": query, "variables": dict(variables or {})}).encode()
+        req = urllib.request.Request(f"{self.url}/graphql", data=body, headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            payload = json.loads(resp.read())
+        if payload.get("errors"):
+            raise DeploymentError(f"GraphQL errors: {payload['errors']}")
+        return payload["data"]
+
+    def launch_run(self, job: str, tags: Mapping[str, str]) -> str:
+        """launchRun, as the UI's Launchpad does; returns the run id (the run is queued)."""
+        params = {"selector": {"repositoryLocationName": LOCATION, "repositoryName": REPOSITORY, "jobName": job},
+                  "runConfigData": {},
+                  "executionMetadata": {"tags": [{"key": k, "value": v} for k, v in tags.items()]}}
+        result = self.graphql(LAUNCH_RUN, {"executionParams": params})["launchRun"]
+        if result["__typename"] != "LaunchRunSuccess":
+            raise DeploymentError(f"launchRun refused: {result}")
+        return result["run"]["runId"]
+
+    def launch_backfill(self, asset_paths: Sequence[Sequence[str]], partitions: Sequence[str],
+                        tags: Mapping[str, str], title: str | None = None) -> str:
+        """launchPartitionBackfill, the mutation behind the UI's backfill dialog; returns the backfill id."""
+        params = {"assetSelection": [{"path": list(p)} for p in asset_paths], "partitionNames": list(partitions),
+                  "tags": [{"key": k, "value": v} for k, v in tags.items()], "title": title}
+        result = self.graphql(LAUNCH_BACKFILL, {"p": params})["launchPartitionBackfill"]
+        if result["__typename"] != "LaunchBackfillSuccess":
+            raise DeploymentError(f"launchPartitionBackfill refused: {result}")
+        return result["backfillId"]
+
+    def instance(self) -> dg.DagsterInstance:
+        """The deployment's instance, read from this process (run records, event logs)."""
+        return dg.DagsterInstance.from_config(str(self.home))
+
+    def wait_for(self, what: str, predicate: Callable[[], Any], timeout_s: float, poll_s: float = 0.5) -> Any:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if any(p.poll() is not None for p in self.procs):
+                raise DeploymentError(f"a deployment process exited while waiting for {what}\n{self.log_tail()}")
+            value = predicate()
+            if value:
+                return value
+            time.sleep(poll_s)
+        raise DeploymentError(f"timed out after {timeout_s}s waiting for {what}\n{self.log_tail()}")
+
+
+def runs(instance: dg.DagsterInstance, tags: Mapping[str, str] | None = None) -> list[dg.RunRecord]:
+    return list(instance.get_run_records(dg.RunsFilter(tags=dict(tags)) if tags else None))
+
+
+def backfill_runs(instance: dg.DagsterInstance, backfill_id: str) -> list[dg.RunRecord]:
+    return runs(instance, {"dagster/backfill": backfill_id})
+
+
+def finished(records: Sequence[dg.RunRecord]) -> bool:
+    return bool(records) and all(r.dagster_run.status.value in FINISHED for r in records)
+
+
+def wait_runs_finished(dep: Deployment, run_ids: Sequence[str], timeout_s: float) -> list[dg.RunRecord]:
+    with dep.instance() as instance:
+        def done() -> list[dg.RunRecord] | None:
+            records = list(instance.get_run_records(dg.RunsFilter(run_ids=list(run_ids))))
+            return records if len(records) == len(run_ids) and finished(records) else None
+        return dep.wait_for(f"runs {list(run_ids)} to finish", done, timeout_s)
+
+
+def wait_backfill_runs(dep: Deployment, backfill_id: str, status: set[str], timeout_s: float) -> list[dg.RunRecord]:
+    """Until the backfill has runs and all are in `status` (e.g. {"STARTED"} or FINISHED)."""
+    with dep.instance() as instance:
+        def ready() -> list[dg.RunRecord] | None:
+            records = backfill_runs(instance, backfill_id)
+            return records if records and all(r.dagster_run.status.value in status for r in records) else None
+        return dep.wait_for(f"backfill {backfill_id} runs in {status}", ready, timeout_s)
+
+
+@contextlib.contextmanager
+def deployment(tmp: Path, atlasmart_env: Mapping[str, str]) -> Iterator[Deployment]:
+    """Start webserver + daemon on a fresh DAGSTER_HOME holding the repo's dagster.yaml; always torn down."""
+    home = tmp / "dagster_home"
+    logs = tmp / "logs"
+    home.mkdir(parents=True)
+    logs.mkdir(parents=True)
+    shutil.copy(REPO_ROOT / "dagster.yaml", home / "dagster.yaml")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ATLASMART_", "DAGSTER_"))}
+    env.update(atlasmart_env)
+    env["DAGSTER_HOME"] = str(home)
+    dep = Deployment(home=home, env=env, port=free_port(), logs=logs)
+    try:
+        yield dep.start()
+    finally:
+        dep.stop()
