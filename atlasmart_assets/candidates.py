@@ -22,6 +22,12 @@ def number(value: Any) -> int | float:
     return int(value)
 
 
+def build_staged(con: duckdb.DuckDBPyConnection, customers_file: str, window: Window) -> None:
+    """The scratch `staged` table for the window, from the scratch `raw_lines` and the SCD2 customer file."""
+    con.execute(f"create or replace table customers as {sql.text('customers')}", {"file": customers_file})
+    con.execute(f"create or replace table staged as {sql.text('staged_order_lines')}", window.params)
+
+
 def build(con: duckdb.DuckDBPyConnection, window: Window) -> None:
     """fct_candidate and mart_candidate for the whole window, from the scratch `staged` table, in one pass."""
     con.execute(f"create or replace table fct_candidate as {sql.text('fct_order_lines')}", window.params)

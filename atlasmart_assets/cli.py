@@ -1,4 +1,4 @@
-"""`atlasmart`: the operator's command line (lab, rollback, generate)."""
+"""`atlasmart`: the operator's command line (lab, plan, rollback, generate)."""
 
 from __future__ import annotations
 
@@ -33,6 +33,20 @@ def _rollback(args: argparse.Namespace) -> int:
     return 0
 
 
+def _plan(args: argparse.Namespace) -> int:
+    from atlasmart_assets import plan
+
+    p = plan.make(args.start, args.end, args.assets or None, fence_override=args.fence_override)
+    if args.json:
+        print(json.dumps(p.as_dict(), indent=2))
+    else:
+        print(plan.markdown(p))
+    if args.png and p.impact:
+        with open(args.png, "wb") as fh:
+            fh.write(plan.png(p))
+    return 0
+
+
 def _generate(args: argparse.Namespace) -> int:
     from atlasmart_assets import generate
 
@@ -51,6 +65,14 @@ def main(argv: list[str] | None = None) -> int:
     rb.add_argument("--to", dest="end")
     rb.add_argument("--reason", required=True)
     rb.set_defaults(func=_rollback)
+    pl = sub.add_parser("plan", help="preview a backfill: scope, fence, reach, neighbours, data impact (writes nothing)")
+    pl.add_argument("--from", dest="start", required=True)
+    pl.add_argument("--to", dest="end")
+    pl.add_argument("--asset", dest="assets", action="append", help="asset key, e.g. fact/fct_order_lines")
+    pl.add_argument("--fence-override", help="the reason you would give to include the newest partition")
+    pl.add_argument("--json", action="store_true")
+    pl.add_argument("--png", help="write the before/after chart here")
+    pl.set_defaults(func=_plan)
     gen = sub.add_parser("generate", help="write deterministic raw evidence (see --help of atlasmart_assets.generate)")
     gen.add_argument("rest", nargs=argparse.REMAINDER)
     gen.set_defaults(func=_generate)

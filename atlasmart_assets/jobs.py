@@ -3,6 +3,7 @@
 
 import dagster as dg
 
+from atlasmart_assets import chart, plan
 from atlasmart_assets import rollback as rollback_mod
 from atlasmart_assets.partitions import daily_partitions
 
@@ -36,3 +37,30 @@ def rollback_range(context: dg.OpExecutionContext, config: RollbackConfig) -> No
 @dg.job(description="Undo the latest publication of a range: restores tables and extracts, recorded in the ledger.")
 def rollback_job() -> None:
     rollback_range()
+
+
+class PlanConfig(dg.Config):
+    start: str
+    end: str | None = None
+    assets: list[str] = ["raw/order_lines"]
+    fence_override: str | None = None
+
+
+@dg.op
+def plan_backfill(context: dg.OpExecutionContext, config: PlanConfig) -> None:
+    """Compute, without publishing, what a backfill of [start, end] would touch and change."""
+    p = plan.make(config.start, config.end, config.assets, fence_override=config.fence_override)
+    text = plan.markdown(p)
+    image = plan.png(p) if p.impact else None
+    context.log.info(text)
+    context.log_event(dg.AssetObservation(asset_key=["fact", "fct_order_lines"], metadata={
+        "backfill_plan": dg.MetadataValue.md(text + ("\n\n" + chart.markdown_image(image, "rows and gmv") if image else "")),
+        "plan": dg.MetadataValue.json(p.as_dict()),
+        "partitions_changing": [d for d, i in p.impact.items() if i.changed],
+        "refused_by_fence": p.refused,
+    }))
+
+
+@dg.job(description="Preview a backfill: scope, fence, downstream reach, neighbours and data impact. Publishes nothing.")
+def plan_job() -> None:
+    plan_backfill()

@@ -6,7 +6,7 @@ from typing import Any, Iterator
 
 import dagster as dg
 
-from atlasmart_assets import candidates, warehouse
+from atlasmart_assets import candidates, chart, warehouse
 from atlasmart_assets.assets.common import BACKFILL_POLICY, CODE_VERSION, Step, begin, check_result, has_table, refuse
 from atlasmart_assets.assets.staged import staged_order_lines
 from atlasmart_assets.audits import Audit, controls_match, row_delta, unique_keys
@@ -63,6 +63,17 @@ def correct(step: Step) -> tuple[list[Audit], warehouse.Publication | None, dict
     return audits, warehouse.publish(step.cfg, scratch, step.window, step.run, CODE_VERSION, days, current), days
 
 
+def _chart(pub: warehouse.Publication) -> bytes:
+    days = sorted(pub.after)
+    before = [pub.before.get(d) for d in days]
+    after = [pub.after[d] for d in days]
+    return chart.before_after_png(days, {
+        "rows": ([b.rows if b else None for b in before], [a.rows for a in after]),
+        "gmv": ([b.controls[3] if b else None for b in before], [a.controls[3] for a in after]),
+        "cost": ([b.controls[4] if b else None for b in before], [a.controls[4] for a in after]),
+    }, f"Publication {pub.publication_id} ({pub.window}): before vs after")
+
+
 def _day_figures(pub: warehouse.Publication) -> dict[str, Any]:
     return {
         d: {"rows_before": b.rows if b else None, "rows_after": a.rows,
@@ -101,4 +112,5 @@ def fact_and_mart(context: dg.AssetExecutionContext) -> Iterator[dg.AssetCheckRe
     yield dg.MaterializeResult(asset_key=list(FACT), metadata={
         **common, "rows": sum(d.rows for d in days.values()), "per_partition": dg.MetadataValue.json(figures)})
     yield dg.MaterializeResult(asset_key=list(MART), metadata={
-        **common, "published_sha256": dg.MetadataValue.json({d: c.sha256 for d, c in days.items()})})
+        **common, "published_sha256": dg.MetadataValue.json({d: c.sha256 for d, c in days.items()}),
+        "change_chart": dg.MetadataValue.md(chart.markdown_image(_chart(pub), "rows, gmv and cost before/after"))})

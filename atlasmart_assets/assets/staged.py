@@ -5,7 +5,7 @@ from typing import Iterator
 
 import dagster as dg
 
-from atlasmart_assets import raw_files, sql, warehouse
+from atlasmart_assets import candidates, raw_files, warehouse
 from atlasmart_assets.assets.common import BACKFILL_POLICY, CODE_VERSION, begin, check_result, has_table, refuse
 from atlasmart_assets.assets.raw import customers, raw_order_lines
 from atlasmart_assets.audits import unique_keys
@@ -32,8 +32,7 @@ def staged_order_lines(context: dg.AssetExecutionContext) -> Iterator[dg.AssetCh
         con = warehouse.open_scratch(step.cfg, step.run.run_id)
     try:
         customers_file = step.cfg.raw_dir / "customers.json"
-        con.execute(f"create or replace table customers as {sql.text('customers')}", {"file": str(customers_file)})
-        con.execute(f"create or replace table staged as {sql.text('staged_order_lines')}", step.window.params)
+        candidates.build_staged(con, str(customers_file), step.window)
         per_day = con.execute(
             "select partition_date, count(*), count(*) - count(distinct line_id), count(*) filter (where tier = 'unknown') "
             "from staged group by 1 order by 1").fetchall()

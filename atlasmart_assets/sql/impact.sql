@@ -1,0 +1,37 @@
+-- Per day: line ids a correction would add, remove or change, comparing fct_candidate with fct_published.
+with candidate as (
+    select * from fct_candidate
+),
+
+published as (
+    select * from fct_published
+),
+
+paired as (
+    select
+        coalesce(candidate.partition_date, published.partition_date) as partition_date,
+        coalesce(candidate.line_id, published.line_id) as line_id,
+        published.line_id is null as added,
+        candidate.line_id is null as removed,
+        candidate.line_id is not null and published.line_id is not null
+        and (candidate.order_id, candidate.customer_id, candidate.country, candidate.tier, candidate.sku,
+             candidate.quantity, candidate.unit_price, candidate.unit_cost, candidate.event_time)
+        is distinct from
+            (published.order_id, published.customer_id, published.country, published.tier, published.sku,
+             published.quantity, published.unit_price, published.unit_cost, published.event_time) as changed
+    from candidate
+    full outer join published using (partition_date, line_id)
+),
+
+final as (
+    select
+        partition_date,
+        count(*) filter (where added) as lines_added,
+        count(*) filter (where removed) as lines_removed,
+        count(*) filter (where changed) as lines_changed,
+        list(line_id order by line_id) filter (where added or removed or changed)[1:20] as sample_line_ids
+    from paired
+    group by partition_date
+)
+
+select * from final order by partition_date
