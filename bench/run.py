@@ -1,0 +1,397 @@
+"""AtlasMart scale bench: a year's backfill vs the raw-scan floor, vs one run per partition, and vs today's load.
+
+`python -m bench.run` (or `make bench`). Every heavy workload runs in its own child process; wall time is
+measured by the child around the work itself, peak memory (ru_maxrss) by this process from wait4.
+Raw evidence is generated once under --root and reused while the generator parameters match.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+OUT = Path(__file__).resolve().parent / "out"
+MiB = 1024 * 1024
+
+
+def log(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def spawn(cmd: list[str], env: dict[str, str], log_name: str) -> tuple[subprocess.Popen, Any]:
+    OUT.joinpath("logs").mkdir(parents=True, exist_ok=True)
+    fh = open(OUT / "logs" / f"{log_name}.log", "w")  # noqa: SIM115 - closed by reap()
+    return subprocess.Popen(cmd, env=env, cwd=REPO, stdout=fh, stderr=subprocess.STDOUT), fh
+
+
+def reap(proc: subprocess.Popen, fh: Any) -> tuple[int, float]:
+    """Wait for one child; returns (exit status, its peak RSS in MiB) from that child's own rusage."""
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    fh.close()
+    return proc.returncode, usage.ru_maxrss / 1024
+
+
+def run_child(cmd: list[str], env: dict[str, str], log_name: str) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    proc, fh = spawn(cmd, env, log_name)
+    code, rss = reap(proc, fh)
+    wall = time.perf_counter() - t0
+    if code != 0:
+        raise RuntimeError(f"{log_name} exited {code}; see {OUT / 'logs' / (log_name + '.log')}")
+    return {"process_wall_s": round(wall, 3), "peak_rss_mib": round(rss, 1)}
+
+
+def worker(mode: str, out: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "bench.worker", mode, "--out", str(out), *args]
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.root = Path(args.root)
+        self.start = dt.date.fromisoformat(args.start)
+        # Raw covers the backfill window plus one more day: the newest partition, which the current lane owns.
+        self.raw_days = args.days + 1
+        self.raw_dir = self.root / f"raw-{args.start}-d{self.raw_days}-l{args.lines}-c{args.customers}"
+        self.last = self.start + dt.timedelta(days=args.days - 1)
+        self.newest = self.start + dt.timedelta(days=args.days)
+        self.as_of = self.newest + dt.timedelta(days=1)
+        self.slice_end = self.start + dt.timedelta(days=min(args.slice, args.days) - 1)
+        self.work = self.root / "work"
+        self.results: dict[str, Any] = {}
+
+    def env(self, data_dir: Path, home: Path) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ATLASMART_")}
+        env.update({
+            "ATLASMART_RAW_DIR": str(self.raw_dir), "ATLASMART_DATA_DIR": str(data_dir),
+            "ATLASMART_AS_OF": self.as_of.isoformat(), "ATLASMART_START_DATE": self.start.isoformat(),
+            "DAGSTER_HOME": str(home), "PYTHONUNBUFFERED": "1",
+        })
+        return env
+
+    def dagster_home(self, name: str) -> Path:
+        home = self.work / name
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+        return home
+
+    def fresh(self, name: str) -> tuple[Path, dict[str, str]]:
+        data = self.work / name
+        shutil.rmtree(data, ignore_errors=True)
+        data.mkdir(parents=True)
+        return data, self.env(data, self.dagster_home(f"{name}-home"))
+
+    def clone(self, src: Path, name: str) -> tuple[Path, dict[str, str]]:
+        data = self.work / name
+        shutil.rmtree(data, ignore_errors=True)
+        shutil.copytree(src, data, symlinks=True)
+        return data, self.env(data, self.dagster_home(f"{name}-home"))
+
+    # -- 1. raw evidence -------------------------------------------------------------------------------------
+    def generate(self) -> None:
+        params = {"start": self.args.start, "days": self.raw_days, "lines": self.args.lines,
+                  "customers": self.args.customers}
+        marker = self.raw_dir / ".complete.json"
+        if marker.exists() and json.loads(marker.read_text()).get("params") == params:
+            info = json.loads(marker.read_text())
+            log(f"reusing raw {self.raw_dir} (generated in {info['wall_s']} s)")
+            self.results["generate"] = {**info, "reused": True}
+            return
+        shutil.rmtree(self.raw_dir, ignore_errors=True)
+        log(f"generating {self.raw_days} days x {self.args.lines} lines into {self.raw_dir}")
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "atlasmart_assets.generate", "--raw-dir", str(self.raw_dir),
+                        "--start", self.args.start, "--days", str(self.raw_days), "--lines", str(self.args.lines),
+                        "--customers", str(self.args.customers)], cwd=REPO, check=True)
+        wall = time.perf_counter() - t0
+        size = sum(p.stat().st_size for p in self.raw_dir.glob("*.json"))
+        info = {"params": params, "wall_s": round(wall, 1), "bytes": size,
+                "lines_per_s": round(self.raw_days * self.args.lines / wall)}
+        marker.write_text(json.dumps(info))
+        self.results["generate"] = {**info, "reused": False}
+
+    # -- 2. floor --------------------------------------------------------------------------------------------
+    def floor(self) -> None:
+        runs = []
+        for k in range(self.args.repeats):
+            out = self.work / f"floor-{k}.json"
+            meta = run_child(worker("floor", out, "--raw-dir", str(self.raw_dir), "--start", self.start.isoformat(),
+                                    "--end", self.last.isoformat()), self.env(self.work, self.work), f"floor-{k}")
+            runs.append({**json.loads(out.read_text()), **meta})
+            log(f"floor {k + 1}/{self.args.repeats}: {runs[-1]['wall_s']} s, {runs[-1]['peak_rss_mib']} MiB")
+        assert all(r["first_day_matches_manifest"] for r in runs), "the floor query disagrees with the manifest"
+        self.results["floor"] = {"runs": runs, "median_s": med(r["wall_s"] for r in runs),
+                                 "peak_rss_mib": max(r["peak_rss_mib"] for r in runs)}
+
+    # -- 3. the 30-day slice: project path vs Dagster's default (one run per partition) ---------------------
+    def slice(self) -> None:
+        s, e = self.start.isoformat(), self.slice_end.isoformat()
+        seed, env = self.fresh("slice-seed")
+        out = self.work / "slice-seed.json"
+        meta = run_child(worker("chain", out, "--start", s, "--end", e, "--backfill", "bench-slice-seed"), env,
+                         "slice-seed")
+        first = {**json.loads(out.read_text()), **meta}
+        check(first, "slice seed")
+        log(f"slice seed (first publication of {s}..{e}): {first['total_s']} s")
+        ranged = []
+        for k in range(self.args.repeats):
+            _, env = self.clone(seed, f"slice-ranged-{k}")
+            out = self.work / f"slice-ranged-{k}.json"
+            meta = run_child(worker("chain", out, "--start", s, "--end", e, "--backfill", f"bench-slice-{k}"), env,
+                             f"slice-ranged-{k}")
+            ranged.append({**json.loads(out.read_text()), **meta})
+            check(ranged[-1], "slice ranged")
+            log(f"slice ranged {k + 1}/{self.args.repeats}: {ranged[-1]['total_s']} s")
+        _, env = self.clone(seed, "slice-per-partition")
+        out = self.work / "slice-per-partition.json"
+        meta = run_child(worker("chain", out, "--start", s, "--end", e, "--backfill", "bench-slice-pp",
+                                "--per-partition"), env, "slice-per-partition")
+        per_partition = {**json.loads(out.read_text()), **meta}
+        check(per_partition, "slice per partition")
+        log(f"slice, {len(per_partition['runs'])} single-partition runs in one process: {per_partition['total_s']} s")
+        self.results["slice"] = {"window": f"{s}..{e}", "seed_first_publication": summary(first),
+                                 "ranged": [summary(r) for r in ranged],
+                                 "ranged_median_s": med(r["total_s"] for r in ranged),
+                                 "ranged_peak_rss_mib": max(r["peak_rss_mib"] for r in ranged),
+                                 "per_partition_in_process": summary(per_partition)}
+        if not self.args.skip_cli:
+            self.results["slice"]["per_partition_cli"] = self.slice_cli(seed)
+
+    def slice_cli(self, seed: Path) -> dict[str, Any]:
+        """What a deployment pays: one OS process per run (DefaultRunLauncher), code location loaded each time."""
+        data, env = self.clone(seed, "slice-cli")
+        dagster = str(Path(sys.executable).parent / "dagster")
+        walls, rss = [], []
+        day = self.start
+        while day <= self.slice_end:
+            t0 = time.perf_counter()
+            proc, fh = spawn([dagster, "asset", "materialize", "-m", "atlasmart_assets.definitions", "--select", "*",
+                              "--partition", day.isoformat()], env, f"slice-cli-{day}")
+            code, peak = reap(proc, fh)
+            walls.append(round(time.perf_counter() - t0, 3))
+            rss.append(peak)
+            if code != 0:
+                raise RuntimeError(f"dagster asset materialize --partition {day} exited {code}")
+            day += dt.timedelta(days=1)
+        log(f"slice, {len(walls)} `dagster asset materialize --partition D` processes: {sum(walls):.1f} s")
+        return {"runs": len(walls), "total_s": round(sum(walls), 3), "median_s": med(walls), "max_s": max(walls),
+                "peak_rss_mib": round(max(rss), 1), "walls": walls}
+
+    # -- 4. the year, and today's load beside it ---------------------------------------------------------------
+    def current_runs(self, env: dict[str, str], name: str, runs: int, until: Path | None = None,
+                     delay: float = 0.0) -> tuple[subprocess.Popen, Any, Path]:
+        out = self.work / f"{name}.json"
+        cmd = worker("chain", out, "--start", self.newest.isoformat(), "--runs", str(runs), "--delay", str(delay))
+        if until is not None:
+            cmd += ["--until-file", str(until)]
+        proc, fh = spawn(cmd, env, name)
+        return proc, fh, out
+
+    def backfill(self, env: dict[str, str], name: str) -> dict[str, Any]:
+        out = self.work / f"{name}.json"
+        meta = run_child(worker("chain", out, "--start", self.start.isoformat(), "--end", self.last.isoformat(),
+                                "--backfill", "bench"), env, name)
+        result = {**json.loads(out.read_text()), **meta}
+        check(result, name)
+        return result
+
+    def year(self) -> None:
+        data, env = self.fresh("year")
+        first = self.backfill(env, "year-first-load")
+        log(f"{self.args.days}-day backfill, first load: {first['total_s']} s, {first['peak_rss_mib']} MiB")
+        proc, fh, out = self.current_runs(env, "current-idle", self.args.repeats)
+        code, rss = reap(proc, fh)
+        if code != 0:
+            raise RuntimeError("current-idle failed")
+        idle = {**json.loads(out.read_text()), "peak_rss_mib": round(rss, 1)}
+        check(idle, "current idle")
+        log(f"current daily run idle: median {idle['median_s']} s over {len(idle['runs'])} runs")
+        again = self.backfill(env, "year-republish")
+        log(f"{self.args.days}-day backfill, re-publish: {again['total_s']} s, {again['peak_rss_mib']} MiB")
+        # The same re-publish with today's load started a few seconds in, in its own process, on the same data
+        # dir; it keeps loading the newest day until the backfill has finished.
+        stop = self.work / "backfill-done"
+        stop.unlink(missing_ok=True)
+        t0 = time.time()
+        bproc, bfh = spawn(worker("chain", self.work / "year-concurrent.json", "--start", self.start.isoformat(),
+                                  "--end", self.last.isoformat(), "--backfill", "bench"), env, "year-concurrent")
+        cproc, cfh, cout = self.current_runs(env, "current-during-backfill", 1, until=stop,
+                                             delay=self.args.current_delay)
+        bcode, brss = reap(bproc, bfh)
+        t1 = time.time()
+        stop.touch()
+        ccode, crss = reap(cproc, cfh)
+        if bcode != 0 or ccode != 0:
+            raise RuntimeError(f"concurrent backfill exited {bcode}, current runs exited {ccode}")
+        during_all = json.loads(cout.read_text())
+        check(during_all, "current during backfill")
+        concurrent = {**json.loads((self.work / "year-concurrent.json").read_text()), "peak_rss_mib": round(brss, 1)}
+        overlap = [r for r in during_all["runs"] if r["began"] < t1]
+        walls = [r["wall_s"] for r in overlap]
+        during = {"runs": overlap, "n": len(overlap), "median_s": med(walls) if walls else None,
+                  "max_s": max(walls) if walls else None,
+                  "lock_wait_max_s": max((r["lock"]["lock_wait_max_s"] for r in overlap), default=None),
+                  "backfill_wall_s": round(t1 - t0, 3), "peak_rss_mib": round(crss, 1)}
+        log(f"current daily run during the backfill: {during['n']} runs, median {during['median_s']} s, "
+            f"max {during['max_s']} s (backfill beside it: {concurrent['total_s']} s)")
+        self.results["year"] = {"window": f"{self.start}..{self.last}", "first_load": summary(first),
+                                "republish": summary(again), "republish_with_current_runs": summary(concurrent),
+                                "current_idle": summary(idle), "current_during_backfill": during}
+
+    def machine(self) -> dict[str, Any]:
+        model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                      if line.startswith("model name")), platform.processor())
+        mem = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
+                   if line.startswith("MemTotal"))
+        import duckdb
+
+        return {"nproc": os.cpu_count(), "mem_gib": round(mem / 1024 / 1024, 1), "cpu": model,
+                "python": platform.python_version(), "duckdb": duckdb.__version__,
+                "dagster": _version("dagster"), "loadavg_at_start": os.getloadavg()}
+
+
+def _version(pkg: str) -> str:
+    from importlib.metadata import version
+
+    return version(pkg)
+
+
+def med(values: Any) -> float:
+    return round(statistics.median(list(values)), 3)
+
+
+def check(result: dict[str, Any], what: str) -> None:
+    if not result.get("all_success"):
+        raise RuntimeError(f"{what}: a run failed; see bench/out/logs")
+
+
+def summary(r: dict[str, Any]) -> dict[str, Any]:
+    keep = {k: r[k] for k in ("total_s", "median_s", "max_s", "peak_rss_mib", "process_wall_s") if k in r}
+    keep["runs"] = len(r.get("runs", []))
+    if len(r.get("runs", [])) == 1:
+        keep["steps"] = r["runs"][0]["steps"]
+        keep["phases"] = r["runs"][0]["phases"]
+        keep["lock"] = r["runs"][0]["lock"]
+    else:
+        keep["walls"] = [x["wall_s"] for x in r.get("runs", [])]
+    return keep
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 2) if a and b else None
+
+
+def report(b: Bench) -> list[tuple[str, str, str, str]]:
+    r, a = b.results, b.args
+    rows: list[tuple[str, str, str, str]] = []
+    g = r.get("generate")
+    if g:
+        rows.append((f"generate raw: {g['params']['days']} days x {a.lines} lines",
+                     f"{g['wall_s']:.1f} s" + (" (earlier run, reused)" if g["reused"] else ""),
+                     f"{g['bytes'] / MiB:.0f} MiB on disk", f"{g['lines_per_s']:,} lines/s"))
+    fl = r.get("floor")
+    year = r.get("year")
+    if fl:
+        rows.append((f"floor: DuckDB reads {a.days} raw files once, controls in one query",
+                     f"{fl['median_s']:.1f} s (median of {len(fl['runs'])})", f"{fl['peak_rss_mib']:.0f} MiB", ""))
+    if year:
+        rep, first = year["republish"], year["first_load"]
+        floor_s = fl["median_s"] if fl else None
+        rows.append((f"{a.days}-day backfill, first load (1 run, audited, published)", f"{first['total_s']:.1f} s",
+                     f"{first['peak_rss_mib']:.0f} MiB", f"{ratio(first['total_s'], floor_s)}x floor"))
+        rows.append((f"{a.days}-day backfill re-publishing a published year", f"{rep['total_s']:.1f} s",
+                     f"{rep['peak_rss_mib']:.0f} MiB", f"{ratio(rep['total_s'], floor_s)}x floor (target <= 3x)"))
+    sl = r.get("slice")
+    if sl:
+        n = min(a.slice, a.days)
+        rng = sl["ranged_median_s"]
+        pp = sl["per_partition_in_process"]
+        rows.append((f"{n}-day slice, project path (1 ranged run)", f"{rng:.1f} s (median of {len(sl['ranged'])})",
+                     f"{sl['ranged_peak_rss_mib']:.0f} MiB", "1x"))
+        rows.append((f"{n}-day slice, {pp['runs']} single-partition runs, one process", f"{pp['total_s']:.1f} s",
+                     f"{pp['peak_rss_mib']:.0f} MiB", f"{ratio(pp['total_s'], rng)}x slower (target >= 20x)"))
+        cli = sl.get("per_partition_cli")
+        if cli:
+            rows.append((f"{n}-day slice, {cli['runs']} `dagster asset materialize --partition D` processes",
+                         f"{cli['total_s']:.1f} s", f"{cli['peak_rss_mib']:.0f} MiB each (max)",
+                         f"{ratio(cli['total_s'], rng)}x slower (target >= 20x)"))
+    if year:
+        idle, during = year["current_idle"], year["current_during_backfill"]
+        rows.append(("current daily run (newest day), idle", f"{idle['median_s']:.2f} s (median of {idle['runs']})",
+                     f"{idle['peak_rss_mib']:.0f} MiB", "1x"))
+        if during["n"]:
+            rows.append((f"current daily run during the {a.days}-day backfill",
+                         f"median {during['median_s']:.2f} s, max {during['max_s']:.2f} s ({during['n']} runs)",
+                         f"lock wait max {during['lock_wait_max_s']} s",
+                         f"{ratio(during['median_s'], idle['median_s'])}x median, "
+                         f"{ratio(during['max_s'], idle['median_s'])}x max (target <= 1.5x)"))
+    mem = []
+    if year:
+        mem.append(("1 day", year["current_idle"]["peak_rss_mib"]))
+    if sl:
+        mem.append((f"{min(a.slice, a.days)} days", sl["ranged_peak_rss_mib"]))
+    if year:
+        mem.append((f"{a.days} days", max(year["first_load"]["peak_rss_mib"], year["republish"]["peak_rss_mib"])))
+    if mem:
+        rows.append(("peak RSS of the run's process by window", ", ".join(f"{d}: {m:.0f} MiB" for d, m in mem), "",
+                     "target <= 2048 MiB, flat in days"))
+    return rows
+
+
+def print_table(rows: list[tuple[str, str, str, str]]) -> str:
+    head = ("measure", "wall", "memory / note", "ratio")
+    widths = [max(len(x[i]) for x in [head, *rows]) for i in range(4)]
+    lines = ["| " + " | ".join(h.ljust(w) for h, w in zip(head, widths)) + " |",
+             "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+    lines += ["| " + " | ".join(c.ljust(w) for c, w in zip(row, widths)) + " |" for row in rows]
+    text = "\n".join(lines)
+    print(text)
+    return text
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--days", type=int, default=365, help="days in the backfill (raw gets one more: the newest day)")
+    p.add_argument("--lines", type=int, default=20_000, help="order lines per day")
+    p.add_argument("--customers", type=int, default=5_000)
+    p.add_argument("--slice", type=int, default=30, help="days in the one-run-per-partition comparison")
+    p.add_argument("--start", default="2025-09-22", help="first raw day")
+    p.add_argument("--repeats", type=int, default=3, help="repetitions of the short measurements (medians)")
+    p.add_argument("--current-delay", type=float, default=3.0, help="seconds after the backfill starts (plus imports)")
+    p.add_argument("--root", default="/tmp/atlasmart-bench", help="raw evidence and run data (outside the repo)")
+    p.add_argument("--skip-cli", action="store_true", help="skip the one-process-per-partition CLI measurement")
+    p.add_argument("--only", nargs="*", choices=("floor", "slice", "year"), default=("floor", "slice", "year"))
+    args = p.parse_args(argv)
+    b = Bench(args)
+    b.work.mkdir(parents=True, exist_ok=True)
+    OUT.mkdir(parents=True, exist_ok=True)
+    b.results["machine"] = b.machine()
+    b.results["args"] = vars(args) | {"only": list(args.only)}
+    b.results["as_of"] = b.as_of.isoformat()
+    started = time.perf_counter()
+    b.generate()
+    for part in ("floor", "slice", "year"):
+        if part in args.only:
+            getattr(b, part)()
+            (OUT / "results.json").write_text(json.dumps(b.results, indent=1, default=str))
+    b.results["bench_wall_s"] = round(time.perf_counter() - started, 1)
+    b.results["table"] = print_table(report(b))
+    (OUT / "results.json").write_text(json.dumps(b.results, indent=1, default=str))
+    log(f"wrote {OUT / 'results.json'} in {b.results['bench_wall_s']} s; "
+        f"reproduce: python -m bench.run " + " ".join(argv if argv is not None else sys.argv[1:]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,183 @@
+"""One measured workload in its own process; the parent reads its peak memory from wait4 and its figures from --out.
+
+The environment (ATLASMART_*, DAGSTER_HOME) is set by the parent before this process starts, so the
+partitions definition sees the bench's AS_OF and START_DATE at import.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import functools
+import json
+import statistics
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Callable
+
+PHASES: dict[str, float] = defaultdict(float)
+
+# Module functions whose cumulative time is reported per run (wrapped here, the project code is unchanged).
+TIMED = {
+    "raw_files": ("load_window", "profile", "sha256_of"),
+    "warehouse": ("load_raw", "copy_out", "replace_window", "publish", "current", "raw_manifests",
+                  "mark_in_progress", "prune_scratch", "_retire", "_prune_history", "_ledger_rows"),
+    "candidates": ("build", "days"),
+    "extracts": ("stage", "swap", "prune"),
+    "assets.fact_mart": ("audit_candidates",),
+}
+
+
+def _timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            PHASES[name] += time.perf_counter() - started
+    return wrapper
+
+
+def _instrument() -> None:
+    import importlib
+
+    for module_name, names in TIMED.items():
+        module = importlib.import_module(f"atlasmart_assets.{module_name}")
+        for name in names:
+            setattr(module, name, _timed(f"{module_name}.{name}", getattr(module, name)))
+
+
+def _step_durations(instance: Any, run_id: str) -> dict[str, float]:
+    """Wall time of each step of a run, from the instance's event log."""
+    starts: dict[str, float] = {}
+    out: dict[str, float] = {}
+    for entry in instance.all_logs(run_id):
+        event = entry.dagster_event
+        if event is None or not event.step_key:
+            continue
+        if event.event_type_value == "STEP_START":
+            starts[event.step_key] = entry.timestamp
+        elif event.event_type_value in ("STEP_SUCCESS", "STEP_FAILURE") and event.step_key in starts:
+            out[event.step_key] = round(entry.timestamp - starts[event.step_key], 3)
+    return out
+
+
+def _chain_runs(args: argparse.Namespace) -> dict[str, Any]:
+    import dagster as dg
+
+    from atlasmart_assets import warehouse
+    from atlasmart_assets.definitions import defs
+    from atlasmart_assets.lab import run_chain
+    from atlasmart_assets.lanes import CURRENT_LANE_TAGS
+
+    _instrument()
+    defs.resolve_job_def("atlasmart_daily")
+    tags = {"dagster/backfill": args.backfill} if args.backfill else dict(CURRENT_LANE_TAGS)
+    stop = Path(args.until_file) if args.until_file else None
+    if args.delay:
+        time.sleep(args.delay)
+    runs: list[dict[str, Any]] = []
+    with dg.DagsterInstance.get() as instance:
+        if args.per_partition:
+            first, last = dt.date.fromisoformat(args.start), dt.date.fromisoformat(args.end)
+            plan = [((first + dt.timedelta(days=k)).isoformat(), None) for k in range((last - first).days + 1)]
+        else:
+            plan = [(args.start, args.end)] * args.runs
+        k = 0
+        while True:
+            if stop is not None:
+                if k >= args.runs and stop.exists():
+                    break
+            elif k >= len(plan):
+                break
+            start, end = plan[k % len(plan)]
+            PHASES.clear()
+            warehouse.LOCK_STATS.waits.clear()
+            warehouse.LOCK_STATS.holds.clear()
+            began = time.time()
+            t0 = time.perf_counter()
+            result = run_chain(instance, start, end, tags)
+            wall = time.perf_counter() - t0
+            runs.append({
+                "window": f"{start}..{end or start}", "wall_s": round(wall, 3), "success": result.success,
+                "began": began, "ended": began + wall, "steps": _step_durations(instance, result.run_id),
+                "phases": {k2: round(v, 3) for k2, v in sorted(PHASES.items())},
+                "lock": warehouse.LOCK_STATS.figures(),
+            })
+            k += 1
+    walls = [r["wall_s"] for r in runs]
+    return {"runs": runs, "total_s": round(sum(walls), 3), "median_s": round(statistics.median(walls), 3),
+            "max_s": max(walls), "all_success": all(r["success"] for r in runs)}
+
+
+FLOOR_SQL = """
+with docs as (
+    select manifest.partition as partition_date, lines
+    from read_json($files, format = 'auto', maximum_object_size = 1073741824,
+        columns = {manifest: 'struct(partition varchar)',
+                   lines: 'struct(line_id varchar, order_id varchar, quantity bigint, unit_price decimal(18, 2),
+                                  unit_cost decimal(18, 2), source_sequence bigint)[]'})
+),
+lines as (
+    select partition_date, unnest(lines, recursive := true) from docs
+),
+latest as (
+    select * from lines
+    qualify row_number() over (partition by partition_date, line_id order by source_sequence desc) = 1
+)
+select
+    partition_date,
+    count(*) as lines,
+    count(distinct order_id) as orders,
+    sum(quantity) as units,
+    sum(quantity * unit_price) as gmv,
+    sum(quantity * unit_cost) as cost,
+    sum(quantity * unit_price) - sum(quantity * unit_cost) as gross_profit
+from latest
+group by partition_date
+order by partition_date
+"""
+
+
+def _floor(args: argparse.Namespace) -> dict[str, Any]:
+    """The floor: DuckDB reads every raw file of the window once and computes the six controls per day."""
+    import duckdb
+
+    raw = Path(args.raw_dir)
+    first, last = dt.date.fromisoformat(args.start), dt.date.fromisoformat(args.end)
+    files = [str(raw / f"partition={(first + dt.timedelta(days=k)).isoformat()}.json")
+             for k in range((last - first).days + 1)]
+    t0 = time.perf_counter()
+    con = duckdb.connect()
+    rows = con.execute(FLOOR_SQL, {"files": files}).fetchall()
+    con.close()
+    wall = time.perf_counter() - t0
+    # The floor must compute what the manifests say, or it is not a floor of the same work.
+    manifest = json.loads(Path(files[0]).read_text().split("\n", 2)[1].strip()[len('"manifest": '):].rstrip(","))
+    got = [rows[0][1], rows[0][2], rows[0][3], float(rows[0][4]), float(rows[0][5]), float(rows[0][6])]
+    want = [float(manifest["controls"][n]) for n in ("lines", "orders", "units", "gmv", "cost", "gross_profit")]
+    return {"wall_s": round(wall, 3), "days": len(rows), "lines": sum(r[1] for r in rows),
+            "first_day_matches_manifest": [float(x) for x in got] == want}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("mode", choices=("chain", "floor"))
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--start", required=True)
+    parser.add_argument("--end")
+    parser.add_argument("--raw-dir")
+    parser.add_argument("--backfill", help="dagster/backfill tag value; without it the run carries the current lane's tags")
+    parser.add_argument("--per-partition", action="store_true", help="one single-partition run per day of start..end")
+    parser.add_argument("--runs", type=int, default=1, help="runs of the window (with --until-file: at least this many)")
+    parser.add_argument("--until-file", help="keep running the window until this file exists")
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds to wait (after imports) before the first run")
+    args = parser.parse_args(argv)
+    result = _chain_runs(args) if args.mode == "chain" else _floor(args)
+    Path(args.out).write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
