@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -107,6 +108,10 @@ class Deployment:
                                                stderr=subprocess.STDOUT, start_new_session=True))
 
     def start(self, timeout_s: float = 90) -> "Deployment":
+        # Create the SQLite storages once, here: webserver and daemon migrating a fresh home at the same
+        # moment race (alembic "more than one head").
+        with self.instance() as instance:
+            instance.get_runs(limit=1)
         workspace = ["-w", str(REPO_ROOT / "workspace.yaml")]
         self._spawn("webserver", [str(BIN / "dagster-webserver"), "-h", "127.0.0.1", "-p", str(self.port), *workspace])
         self._spawn("daemon", [str(BIN / "dagster-daemon"), "run", *workspace])
@@ -218,6 +223,63 @@ def wait_backfill_runs(dep: Deployment, backfill_id: str, status: set[str], time
             records = backfill_runs(instance, backfill_id)
             return records if records and all(r.dagster_run.status.value in status for r in records) else None
         return dep.wait_for(f"backfill {backfill_id} runs in {status}", ready, timeout_s)
+
+
+@dataclass(frozen=True)
+class Hold:
+    """One continuous hold of a file's POSIX lock by one process (epoch seconds, +- the poll interval)."""
+
+    pid: int
+    start: float
+    end: float
+
+    @property
+    def seconds(self) -> float:
+        return self.end - self.start
+
+
+class LockWatcher:
+    """Who holds the warehouse's DuckDB lock and for how long, seen from outside through /proc/locks (Linux).
+
+    Reading /proc/locks takes no lock, so the watcher does not perturb the runs it measures.
+    """
+
+    def __init__(self, path: Path, poll_s: float = 0.01) -> None:
+        self.path, self.poll_s = path, poll_s
+        self.holds: list[Hold] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _holders(self, inode: int) -> set[int]:
+        suffix = f":{inode}"
+        return {int(f[4]) for f in (line.split() for line in Path("/proc/locks").read_text().splitlines())
+                if len(f) > 5 and f[1] == "POSIX" and f[5].endswith(suffix)}
+
+    def _watch(self) -> None:
+        inode = self.path.stat().st_ino
+        since: dict[int, float] = {}
+        while not self._stop.is_set():
+            now, holders = time.time(), self._holders(inode)
+            for pid in set(since) - holders:
+                self.holds.append(Hold(pid, since.pop(pid), now))
+            for pid in holders - set(since):
+                since[pid] = now
+            time.sleep(self.poll_s)
+        self.holds += [Hold(pid, start, time.time()) for pid, start in since.items()]
+
+    def __enter__(self) -> "LockWatcher":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def run_pids(instance: dg.DagsterInstance, run_id: str) -> set[int]:
+    """The processes that executed a run's steps (from its event log)."""
+    return {e.dagster_event.pid for e in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_START)
+            if e.dagster_event and e.dagster_event.pid}
 
 
 @contextlib.contextmanager
