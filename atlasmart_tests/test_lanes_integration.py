@@ -57,7 +57,7 @@ FENCED = days(37, 39)           # reaches the newest partition 2026-09-09
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+def lanes_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     root = tmp_path_factory.mktemp("lanes")
     raw = root / "raw"
     generate_raw(raw, START.isoformat(), DAYS, LINES, CUSTOMERS)
@@ -66,8 +66,8 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def dep(env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
-    with deployment(tmp_path_factory.mktemp("deployment"), env) as d:
+def dep(lanes_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    with deployment(tmp_path_factory.mktemp("deployment"), lanes_env) as d:
         yield d
 
 
@@ -112,9 +112,9 @@ def lock_holds(instance: dg.DagsterInstance, run_id: str) -> list[float]:
             if e.asset_materialization and "lock_hold_s" in e.asset_materialization.metadata]
 
 
-def test_lanes_hold_and_the_fence_refuses_from_a_real_deployment(dep: Deployment, env: dict[str, str]) -> None:
+def test_lanes_hold_and_the_fence_refuses_from_a_real_deployment(dep: Deployment, lanes_env: dict[str, str]) -> None:
     t0 = time.monotonic()
-    data_dir, raw_dir = Path(env["ATLASMART_DATA_DIR"]), Path(env["ATLASMART_RAW_DIR"])
+    data_dir, raw_dir = Path(lanes_env["ATLASMART_DATA_DIR"]), Path(lanes_env["ATLASMART_RAW_DIR"])
     reason = {"atlasmart/reason": "issue-4 evidence: recompute August"}
 
     baseline = launch_current(dep, BASELINE)
