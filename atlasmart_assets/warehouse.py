@@ -47,6 +47,10 @@ class LockStats:
             "lock_hold_total_s": round(sum(self.holds), 3),
         }
 
+    def reset(self) -> None:
+        self.waits.clear()
+        self.holds.clear()
+
 
 LOCK_STATS = LockStats()
 
@@ -301,8 +305,8 @@ def publish(cfg: Settings, scratch: Path, window: Window, run: RunInfo, code_ver
     then swap the extracts in. `expected` is what the audit compared against: if another publisher moved a
     partition since, nothing is written."""
     pub_id = new_publication_id(kind)
-    started = time.monotonic()
     with connect(cfg) as con:
+        acquired = time.monotonic()
         before = _current(con, window)
         if expected is not None:
             moved = sorted(p for p in set(before) | set(expected)
@@ -329,7 +333,7 @@ def publish(cfg: Settings, scratch: Path, window: Window, run: RunInfo, code_ver
         extracts.swap(cfg, pub_id)
         failpoint("swapped")
         extracts.prune(cfg, keep | {pub_id})
-        return Publication(pub_id, kind, window, before, after, time.monotonic() - started)
+        return Publication(pub_id, kind, window, before, after, time.monotonic() - acquired)
 
 
 def restore_candidates(cfg: Settings, scratch: Path, window: Window) -> tuple[dict[str, DayCandidate], dict[str, str], dict[str, Current]]:

@@ -27,6 +27,7 @@ def begin(context: dg.AssetExecutionContext) -> Step:
     """Window and identity of this step; refuses a fenced backfill before anything is written."""
     window = window_of(context)
     lanes.fence(window, context.run.tags)
+    warehouse.LOCK_STATS.reset()
     step = Step(settings.load(), window, run_info(context))
     warehouse.prune_scratch(step.cfg, SCRATCH_MAX_AGE_S)
     if step.run.backfill_id:

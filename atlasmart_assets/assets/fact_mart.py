@@ -108,7 +108,7 @@ def fact_and_mart(context: dg.AssetExecutionContext) -> Iterator[dg.AssetCheckRe
     figures = _day_figures(pub)
     common = {"window": str(step.window), "publication_id": pub.publication_id, "code_version": CODE_VERSION,
               "backfill_id": step.run.backfill_id or "", "changed_partitions": pub.changed,
-              "lock_hold_s": round(pub.lock_hold_s, 3)}
+              "publish_lock_hold_s": round(pub.lock_hold_s, 3), **warehouse.LOCK_STATS.figures()}
     yield dg.MaterializeResult(asset_key=list(FACT), metadata={
         **common, "rows": sum(d.rows for d in days.values()), "per_partition": dg.MetadataValue.json(figures)})
     yield dg.MaterializeResult(asset_key=list(MART), metadata={

@@ -76,4 +76,5 @@ def raw_order_lines(context: dg.AssetExecutionContext) -> Iterator[dg.AssetCheck
                           "sha256": f.sha256, "source_high_sequence": f.manifest["source_high_sequence"]}
             for f in files}),
         "code_version": CODE_VERSION,
+        **warehouse.LOCK_STATS.figures(),
     })

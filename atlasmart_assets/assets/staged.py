@@ -50,4 +50,5 @@ def staged_order_lines(context: dg.AssetExecutionContext) -> Iterator[dg.AssetCh
         "customers_sha256": raw_files.sha256_of(customers_file),
         "raw_reused_from_this_run": reuse,
         "code_version": CODE_VERSION,
+        **warehouse.LOCK_STATS.figures(),
     })
