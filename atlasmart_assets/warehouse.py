@@ -145,8 +145,13 @@ def replace_window(cfg: Settings, scratch: Path, table: str, source: str, window
 
 
 def raw_manifests(cfg: Settings, window: Window) -> dict[str, dict[str, Any]]:
+    """First-seen manifest of each loaded partition, with the rows raw.order_lines holds for it now."""
     with connect(cfg) as con:
-        cur = con.execute("select * from raw.manifests where partition_date between $start and $end", window.params)
+        cur = con.execute(
+            "select m.*, coalesce(n.rows, 0) as loaded_rows from raw.manifests m left join ("
+            " select partition_date, count(*) as rows from raw.order_lines"
+            " where partition_date between $start and $end group by 1) n using (partition_date)"
+            " where m.partition_date between $start and $end", window.params)
         names = [d[0] for d in cur.description]
         return {row[0].isoformat(): dict(zip(names, row)) for row in cur.fetchall()}
 
@@ -160,16 +165,20 @@ def record_manifests(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]])
             "on conflict do nothing", r)
 
 
-def load_raw(cfg: Settings, scratch: Path, window: Window, manifests: list[dict[str, Any]]) -> None:
-    """Replace the window of raw.order_lines and record first-seen manifests, in one transaction."""
+def load_raw(cfg: Settings, scratch: Path, partitions: list[str], manifests: list[dict[str, Any]]) -> None:
+    """Replace raw.order_lines for `partitions` and record first-seen manifests, in one transaction."""
+    if not partitions:
+        return
     with connect(cfg) as con:
         _attach(con, scratch)
+        con.execute("create or replace temp table loading (partition_date date)")
+        con.executemany("insert into loading values (?)", [(dt.date.fromisoformat(p),) for p in partitions])
         with transaction(con):
-            con.execute("delete from raw.order_lines where partition_date between $start and $end", window.params)
+            con.execute("delete from raw.order_lines where partition_date in (select partition_date from loading)")
             con.execute(
                 "insert into raw.order_lines select partition_date, line_id, order_id, customer_id, sku, quantity, "
                 "unit_price, unit_cost, event_time, source_sequence, extraction_batch from s.raw_lines "
-                "where partition_date between $start and $end", window.params)
+                "where partition_date in (select partition_date from loading)")
             record_manifests(con, manifests)
 
 
