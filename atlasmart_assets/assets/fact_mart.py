@@ -78,7 +78,8 @@ def _day_figures(pub: warehouse.Publication) -> dict[str, Any]:
     return {
         d: {"rows_before": b.rows if b else None, "rows_after": a.rows,
             "controls_before": b.controls if b else None, "controls_after": a.controls,
-            "sha256_before": b.sha256 if b else None, "sha256_after": a.sha256, "changed": d in pub.changed}
+            "sha256_before": b.sha256 if b else None, "sha256_after": a.sha256, "changed": d in pub.changed,
+            "input_sha256": a.input_sha256, "source_high_sequence": a.source_high_sequence}
         for d, a in pub.after.items() for b in [pub.before.get(d)]
     }
 
