@@ -11,14 +11,18 @@ $(BIN)/dagster: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
-.PHONY: setup dev test test-integration lab bench
+.PHONY: setup dev browser test test-integration lab bench
 setup: $(BIN)/dagster
 
 dev: setup
 	mkdir -p $(DAGSTER_HOME) && cp dagster.yaml $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/dagster dev -w workspace.yaml
 
-test: setup
+# The browser test drives Debian's chromium (never a Playwright download); CI runs as root on a fresh clone.
+browser:
+	command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
+
+test: setup browser
 	$(BIN)/python -m pytest -q
 
 lab: setup

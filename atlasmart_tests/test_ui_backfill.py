@@ -1,0 +1,197 @@
+"""Issue 8: the operator's path in a real browser — a backfill launched from the Dagster UI, and the fence seen there.
+
+Grain: one deployment (dagster-webserver + dagster-daemon, the repo's dagster.yaml) on a copy of the shipped raw,
+one headless chromium driven by Playwright. Screenshots land in tmp_path/screenshots (the path is printed).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import dagster as dg
+import duckdb
+import pytest
+from playwright.sync_api import expect
+
+from atlasmart_assets.extracts import CONTROL_NAMES
+from atlasmart_assets.lanes import CURRENT_LANE_TAGS
+from atlasmart_tests.deployment import (
+    FINISHED,
+    LAUNCH_RUN,
+    LOCATION,
+    REPOSITORY,
+    Deployment,
+    DeploymentError,
+    deployment,
+    runs,
+    wait_backfill_runs,
+    wait_runs_finished,
+)
+from atlasmart_tests.ui import CHROMIUM, Operator, browser, in_ci
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not CHROMIUM.exists() and not in_ci(),
+                       reason=f"{CHROMIUM} is missing (install Debian's chromium; `make test` does); "
+                              "under CI a missing chromium fails instead"),
+]
+
+REPO_RAW = Path(__file__).resolve().parent.parent / "raw"
+AS_OF = "2026-09-22"
+NEWEST = "2026-09-21"
+JOB = "atlasmart_daily"
+FACT = "fact/fct_order_lines"
+HISTORY = ("2026-09-16", "2026-09-20")      # historical: ends the day before the newest partition
+REACHES_NEWEST = ("2026-09-19", NEWEST)
+REASON = "issue-8 UI walk: republish 16-20 Sep"
+FENCED_REASON = "issue-8 UI walk: reaches the newest day"
+
+
+def days(first: str, last: str) -> list[str]:
+    start, end = dt.date.fromisoformat(first), dt.date.fromisoformat(last)
+    return [(start + dt.timedelta(days=k)).isoformat() for k in range((end - start).days + 1)]
+
+
+def launch_ranged(dep: Deployment, asset_paths: Sequence[Sequence[str]], first: str, last: str,
+                  tags: dict[str, str]) -> str:
+    """launchRun of a subset of the daily job over a range (one run, no backfill tag)."""
+    selector = {"repositoryLocationName": LOCATION, "repositoryName": REPOSITORY, "jobName": JOB,
+                "assetSelection": [{"path": list(p)} for p in asset_paths]}
+    tags = {**tags, "dagster/asset_partition_range_start": first, "dagster/asset_partition_range_end": last}
+    params = {"selector": selector, "runConfigData": {},
+              "executionMetadata": {"tags": [{"key": k, "value": v} for k, v in tags.items()]}}
+    result = dep.graphql(LAUNCH_RUN, {"executionParams": params})["launchRun"]
+    if result["__typename"] != "LaunchRunSuccess":
+        raise DeploymentError(f"launchRun refused: {result}")
+    return result["run"]["runId"]
+
+
+def raw_controls(raw_dir: Path, partition: str) -> list[float]:
+    controls = json.loads((raw_dir / f"partition={partition}.json").read_text())["manifest"]["controls"]
+    return [controls[name] for name in CONTROL_NAMES]
+
+
+def max_concurrent(records: Sequence[dg.RunRecord]) -> int:
+    """Most runs in progress at one instant, from start/end timestamps (an end frees before a start takes)."""
+    events = sorted([(r.start_time, 1) for r in records if r.start_time is not None]
+                    + [(r.end_time, -1) for r in records if r.end_time is not None])
+    peak = level = 0
+    for _, step in events:
+        level += step
+        peak = max(peak, level)
+    return peak
+
+
+def ledger_rows(warehouse: Path, first: str, last: str, timeout_s: float = 30) -> list[dict[str, Any]]:
+    """audit.publications for a range, read-only; retried while a sensor of the deployment holds the file."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with duckdb.connect(str(warehouse), read_only=True) as con:
+                cur = con.execute("select partition_date::varchar as partition, kind, backfill_id, reason, "
+                                  "controls_after from audit.publications "
+                                  "where partition_date between ?::date and ?::date order by partition_date, seq",
+                                  [first, last])
+                names = [d[0] for d in cur.description]
+                return [dict(zip(names, row)) for row in cur.fetchall()]
+        except duckdb.IOException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+@pytest.fixture
+def walk_env(tmp_path: Path) -> dict[str, str]:
+    raw = tmp_path / "raw"
+    shutil.copytree(REPO_RAW, raw)
+    return {"ATLASMART_RAW_DIR": str(raw), "ATLASMART_DATA_DIR": str(tmp_path / "data"),
+            "ATLASMART_AS_OF": AS_OF, "ATLASMART_START_DATE": "2026-09-01"}
+
+
+def test_operator_backfills_history_from_the_ui_and_sees_the_fence(tmp_path: Path, walk_env: dict[str, str]) -> None:
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing under CI: `make test` installs Debian's chromium")
+    t0 = time.monotonic()
+    raw_dir, data_dir = Path(walk_env["ATLASMART_RAW_DIR"]), Path(walk_env["ATLASMART_DATA_DIR"])
+    newest_extract = data_dir / "published" / f"partition={NEWEST}.json"
+    shots = tmp_path / "screenshots"
+    print(f"\n[ui] screenshots: {shots}")
+
+    with deployment(tmp_path / "deployment", walk_env) as dep:
+        # What the daily lane leaves behind: the newest day published, and raw + staged loaded for history,
+        # so the fact's partitions have their upstream (the UI otherwise warns "Upstream data missing").
+        current = dep.launch_run(JOB, {**CURRENT_LANE_TAGS, "dagster/partition": NEWEST})
+        staged = launch_ranged(dep, [["raw", "order_lines"], ["staged", "order_lines"]], *HISTORY, CURRENT_LANE_TAGS)
+        loaded = wait_runs_finished(dep, [current, staged], timeout_s=90)
+        assert [r.dagster_run.status.value for r in loaded] == ["SUCCESS", "SUCCESS"], dep.log_tail()
+        newest_before = newest_extract.read_bytes()
+        t_loaded = time.monotonic()
+
+        with browser() as b:
+            op = Operator(b.new_page(viewport={"width": 1400, "height": 900}), dep.url, shots)
+            op.open_partitions(FACT)
+            op.shot("fact-partitions")
+            backfill = op.launch_backfill(HISTORY, {"atlasmart/reason": REASON}, "history")
+            # Queued right behind the first: the backfill lane must hold it until the first run ends.
+            fenced = op.launch_backfill(REACHES_NEWEST, {"atlasmart/reason": FENCED_REASON}, "reaches-newest")
+
+            backfill_runs = wait_backfill_runs(dep, backfill, FINISHED, timeout_s=120)
+            op.wait_backfill_status(backfill, "Succeeded", timeout_s=60)
+            op.shot("history-backfill-succeeded")
+
+            fenced_runs = wait_backfill_runs(dep, fenced, FINISHED, timeout_s=90)
+            op.wait_backfill_status(fenced, "Failed", timeout_s=60)
+            op.shot("reaches-newest-backfill-failed")
+            [fenced_run] = fenced_runs
+            op.step_failures(fenced_run.dagster_run.run_id)
+            refusal = op.page.get_by_text(re.compile(
+                rf"Refused: backfill {fenced} over {REACHES_NEWEST[0]}\.\.{NEWEST} includes {NEWEST}"
+                r".*atlasmart/fence_override=<reason>", re.S)).first
+            expect(refusal).to_be_visible()
+            op.shot("fence-refusal-in-event-log")
+
+            op.open_partitions(FACT)
+            op.shot("fact-partitions-after")
+        t_walked = time.monotonic()
+
+        with dep.instance() as instance:
+            every_backfill_run = [r for r in runs(instance) if "dagster/backfill" in r.dagster_run.tags]
+
+    # The runs: one per backfill (single_run policy), launched from the UI with the reason, and never two at once.
+    assert len(backfill_runs) == 1 and len(fenced_runs) == 1
+    [run] = backfill_runs
+    assert run.dagster_run.status.value == "SUCCESS"
+    assert run.dagster_run.tags["dagster/backfill"] == backfill
+    assert run.dagster_run.tags["atlasmart/reason"] == REASON
+    assert run.dagster_run.tags.get("dagster/from_ui") == "true"
+    assert (run.dagster_run.tags["dagster/asset_partition_range_start"],
+            run.dagster_run.tags["dagster/asset_partition_range_end"]) == HISTORY
+    assert fenced_run.dagster_run.status.value == "FAILURE"
+    assert fenced_run.dagster_run.tags["dagster/backfill"] == fenced
+    assert fenced_run.dagster_run.tags["atlasmart/reason"] == FENCED_REASON
+    assert max_concurrent(every_backfill_run) <= 1, "two backfill runs were in progress at once"
+
+    # The range is published with its raw manifest's controls, and the ledger names the backfill and the reason.
+    for day in days(*HISTORY):
+        doc = json.loads((data_dir / "published" / f"partition={day}.json").read_text())
+        assert doc["controls"] == pytest.approx(raw_controls(raw_dir, day)), day
+    ledger = ledger_rows(data_dir / "warehouse.duckdb", *HISTORY)
+    assert [r["partition"] for r in ledger] == days(*HISTORY)
+    assert all(r["backfill_id"] == backfill and r["reason"] == REASON for r in ledger), ledger
+    assert all(json.loads(r["controls_after"]) == pytest.approx(raw_controls(raw_dir, r["partition"]))
+               for r in ledger), ledger
+
+    # The fence: nothing of the refused run was written; today's extract is byte-identical.
+    assert not ledger_rows(data_dir / "warehouse.duckdb", REACHES_NEWEST[0], NEWEST) or all(
+        r["backfill_id"] != fenced for r in ledger_rows(data_dir / "warehouse.duckdb", REACHES_NEWEST[0], NEWEST))
+    assert not list((data_dir / "scratch").glob(f"{fenced_run.dagster_run.run_id}*"))
+    assert newest_extract.read_bytes() == newest_before
+
+    print(f"[ui] screenshots ({len(op.taken)}): " + ", ".join(p.name for p in op.taken))
+    print(f"[ui] load {t_loaded - t0:.0f}s, browser walk {t_walked - t_loaded:.0f}s, total {time.monotonic() - t0:.0f}s")
