@@ -1,11 +1,11 @@
 -- The manifest header of each file in $files, as JSON text.
+-- read_json_objects + json_extract: read_json(columns = {manifest: 'json'}) is ~15x slower on large files.
 select
     filename as file,
-    cast(manifest as varchar) as manifest
-from read_json(
+    cast(json_extract(json, '$.manifest') as varchar) as manifest
+from read_json_objects(
     $files,
     filename = true,
     format = 'auto',
-    maximum_object_size = 1073741824,
-    columns = {manifest: 'json'}
+    maximum_object_size = 1073741824
 )
