@@ -339,13 +339,13 @@ def report(b: Bench) -> list[tuple[str, str, str, str]]:
                          f"{ratio(during['max_s'], idle['median_s'])}x max (target <= 1.5x)"))
     mem = []
     if year:
-        mem.append(("1 day", year["current_idle"]["peak_rss_mib"]))
+        mem.append((f"1 day (on a {a.days}-day warehouse)", year["current_idle"]["peak_rss_mib"]))
     if sl:
         mem.append((f"{min(a.slice, a.days)} days", sl["ranged_peak_rss_mib"]))
     if year:
         mem.append((f"{a.days} days", max(year["first_load"]["peak_rss_mib"], year["republish"]["peak_rss_mib"])))
     if mem:
-        rows.append(("peak RSS of the run's process by window", ", ".join(f"{d}: {m:.0f} MiB" for d, m in mem), "",
+        rows.append(("peak RSS of the run's process by window (DuckDB + Dagster)", ", ".join(f"{d}: {m:.0f} MiB" for d, m in mem), "",
                      "target <= 2048 MiB, flat in days"))
     return rows
 
