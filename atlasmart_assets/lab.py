@@ -41,7 +41,7 @@ def publish_legacy_incident(cfg: settings.Settings) -> warehouse.Publication:
         con.close()
     pub = warehouse.publish(cfg, scratch, window, RunInfo(run_id, None, "legacy pipeline without audits"),
                             "legacy-cost-v0", days)
-    scratch.unlink(missing_ok=True)
+    warehouse.drop_scratch(cfg, run_id)
     return pub
 
 

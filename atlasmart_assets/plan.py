@@ -87,7 +87,7 @@ def _impact(cfg: Settings, window: Window, now: dict[str, warehouse.Current]) ->
         finally:
             con.close()
     finally:
-        scratch.unlink(missing_ok=True)
+        warehouse.drop_scratch(cfg, run_id)
     out = {}
     for day, cand in days.items():
         cur = now.get(day)

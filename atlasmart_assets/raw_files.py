@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 from dataclasses import dataclass
@@ -17,7 +18,6 @@ CONTROL_NAMES = ("lines", "orders", "units", "gmv", "cost", "gross_profit")
 MANIFEST_FIELDS = ("partition", "source", "schema_version", "extraction_batch", "source_high_sequence", "records", "controls")
 REQUIRED_FIELDS = ("line_id", "order_id", "customer_id", "sku", "quantity", "unit_price", "unit_cost", "event_time",
                    "source_sequence")
-TYPED_FIELDS = ("quantity", "unit_price", "unit_cost", "event_time", "source_sequence")
 
 
 class RawInputError(Exception):
@@ -70,6 +70,25 @@ def _locate(raw_dir: Path, window: Window) -> dict[str, Path]:
     return paths
 
 
+def _mistyped(line: dict[str, Any]) -> str | None:
+    """Why a typed field of one line cannot be read, or None."""
+    for name in ("quantity", "source_sequence"):
+        value = line.get(name)
+        if value is not None and not (isinstance(value, int) and not isinstance(value, bool)):
+            return f"{name} {value!r} is not an integer"
+    for name in ("unit_price", "unit_cost"):
+        value = line.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            return f"{name} {value!r} is not a number"
+    value = line.get("event_time")
+    if value is not None:
+        try:
+            dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            return f"event_time {value!r} is not an ISO timestamp"
+    return None
+
+
 def _explain_parse_failure(paths: dict[str, Path], error: Exception) -> RawInputError:
     for key, path in paths.items():
         try:
@@ -81,6 +100,9 @@ def _explain_parse_failure(paths: dict[str, Path], error: Exception) -> RawInput
         for i, line in enumerate(doc["lines"]):
             if not isinstance(line, dict):
                 return RawInputError(path, key, f"line {i} is not an object")
+            bad = _mistyped(line)
+            if bad:
+                return RawInputError(path, key, f"line {i} ({line.get('line_id')}): {bad}")
     first_key, first_path = next(iter(paths.items()))
     return RawInputError(first_path, first_key, f"DuckDB could not read the window's raw files: {error}")
 
@@ -131,7 +153,6 @@ def profile(con: duckdb.DuckDBPyConnection, raw_files: list[RawFile]) -> tuple[d
         controls = [_num(fig.get(c)) for c in CONTROL_NAMES]
         figures[rf.partition] = {"records": fig.get("records", 0), "controls": controls}
         gaps = [f"{fig[f'missing_{f}']} lines lack {f}" for f in REQUIRED_FIELDS if fig.get(f"missing_{f}")]
-        gaps += [f"{fig[f'invalid_{f}']} lines have an unreadable {f}" for f in TYPED_FIELDS if fig.get(f"invalid_{f}")]
         if gaps:
             findings.append(Finding("raw_order_lines_required_fields_present", rf.partition, rf.path,
                                     f"schema_version {rf.manifest.get('schema_version')}: " + "; ".join(gaps)))

@@ -19,6 +19,7 @@ class Settings:
     retain_versions: int
     shrink_threshold: float
     lock_timeout_s: float
+    duckdb_memory_limit: str
 
     @property
     def warehouse_path(self) -> Path:
@@ -60,4 +61,5 @@ def load() -> Settings:
         retain_versions=int(env.get("ATLASMART_RETAIN_VERSIONS", "10")),
         shrink_threshold=float(env.get("ATLASMART_SHRINK_THRESHOLD", "0.2")),
         lock_timeout_s=float(env.get("ATLASMART_LOCK_TIMEOUT_S", "600")),
+        duckdb_memory_limit=env.get("ATLASMART_DUCKDB_MEMORY_LIMIT", "1GB"),
     )

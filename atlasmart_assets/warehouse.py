@@ -10,6 +10,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import shutil
 import signal
 import time
 import uuid
@@ -61,6 +62,12 @@ def failpoint(name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+def _duckdb_config(cfg: Settings) -> dict[str, str]:
+    # A window of any length streams through a bounded buffer pool (spilling to disk), so memory stays flat
+    # in the number of days; insertion order is never relied on (every read that needs order says so).
+    return {"memory_limit": cfg.duckdb_memory_limit, "preserve_insertion_order": "false"}
+
+
 def _is_lock_error(exc: duckdb.Error) -> bool:
     return "lock" in str(exc).lower()
 
@@ -73,7 +80,7 @@ def connect(cfg: Settings, stats: LockStats = LOCK_STATS) -> Iterator[duckdb.Duc
     delay = 0.05
     while True:
         try:
-            con = duckdb.connect(str(cfg.warehouse_path))
+            con = duckdb.connect(str(cfg.warehouse_path), config=_duckdb_config(cfg))
             break
         except duckdb.Error as exc:
             if not _is_lock_error(exc) or time.monotonic() - started > cfg.lock_timeout_s:
@@ -83,12 +90,25 @@ def connect(cfg: Settings, stats: LockStats = LOCK_STATS) -> Iterator[duckdb.Duc
     acquired = time.monotonic()
     stats.waits.append(acquired - started)
     try:
-        con.execute(sql.text("ddl"))
+        _ensure_schema(con)
         reconcile_extracts(con, cfg)
         yield con
     finally:
         con.close()
         stats.holds.append(time.monotonic() - acquired)
+
+
+def _ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
+    """Apply ddl.sql once per version of it: re-running it on every connection would write the catalog each time."""
+    version = sql.fingerprint("ddl")
+    applied = con.execute("select count(*) from information_schema.tables "
+                          "where table_schema = 'audit' and table_name = 'schema_version'").fetchone()[0]
+    if applied and con.execute("select count(*) from audit.schema_version where version = $v",
+                               {"v": version}).fetchone()[0]:
+        return
+    con.execute(sql.text("ddl"))
+    con.execute("create table if not exists audit.schema_version (version varchar, applied_at timestamp)")
+    con.execute("insert into audit.schema_version values ($v, now())", {"v": version})
 
 
 def scratch_path(cfg: Settings, run_id: str) -> Path:
@@ -101,13 +121,20 @@ def prune_scratch(cfg: Settings, max_age_s: float) -> None:
         cutoff = time.time() - max_age_s
         for path in cfg.scratch_dir.glob("*.duckdb*"):
             if path.stat().st_mtime < cutoff:
-                path.unlink(missing_ok=True)
+                shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+
+
+def drop_scratch(cfg: Settings, run_id: str) -> None:
+    """Remove a run's scratch database with its WAL and spill directory."""
+    base = scratch_path(cfg, run_id)
+    for path in (base, base.with_name(base.name + ".wal"), base.with_name(base.name + ".tmp")):
+        shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
 
 
 def open_scratch(cfg: Settings, run_id: str) -> duckdb.DuckDBPyConnection:
     """The run's private candidate database: no reader looks here and no other run writes it."""
     cfg.scratch_dir.mkdir(parents=True, exist_ok=True)
-    return duckdb.connect(str(scratch_path(cfg, run_id)))
+    return duckdb.connect(str(scratch_path(cfg, run_id)), config=_duckdb_config(cfg))
 
 
 def _attach(con: duckdb.DuckDBPyConnection, path: Path, alias: str = "s") -> None:

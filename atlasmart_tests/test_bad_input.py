@@ -33,6 +33,12 @@ def _missing_field(path):
     path.write_text(json.dumps(doc))
 
 
+def _mistyped_value(path):
+    doc = json.loads(path.read_text())
+    doc["lines"][2]["quantity"] = "two"
+    path.write_text(json.dumps(doc))
+
+
 def _controls_disagree(path):
     doc = json.loads(path.read_text())
     doc["manifest"]["controls"]["gmv"] += 1
@@ -43,6 +49,7 @@ def _controls_disagree(path):
     (_drop_file, "raw file is missing"),
     (_malformed, "malformed JSON"),
     (_missing_field, "lack unit_cost"),
+    (_mistyped_value, "quantity 'two' is not an integer"),
     (_controls_disagree, "manifest says"),
 ])
 def test_bad_input_names_file_partition_problem_and_changes_nothing(env, instance, damage, problem) -> None:

@@ -105,7 +105,7 @@ def fact_and_mart(context: dg.AssetExecutionContext) -> Iterator[dg.AssetCheckRe
     yield from (check_result(a) for a in audits)
     refuse(step, audits)
     assert pub is not None
-    warehouse.scratch_path(step.cfg, step.run.run_id).unlink(missing_ok=True)
+    warehouse.drop_scratch(step.cfg, step.run.run_id)
     figures = _day_figures(pub)
     common = {"window": str(step.window), "publication_id": pub.publication_id, "code_version": CODE_VERSION,
               "backfill_id": step.run.backfill_id or "", "changed_partitions": pub.changed,

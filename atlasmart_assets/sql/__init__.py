@@ -15,9 +15,9 @@ def text(name: str) -> str:
 
 
 @functools.cache
-def fingerprint() -> str:
-    """A short hash of every model: part of the code version recorded with each publication."""
+def fingerprint(name: str | None = None) -> str:
+    """A short hash of one model (or of every model: part of the code version recorded with each publication)."""
     digest = hashlib.sha256()
-    for path in sorted(SQL_DIR.glob("*.sql")):
+    for path in sorted(SQL_DIR.glob(f"{name or '*'}.sql")):
         digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()[:12]

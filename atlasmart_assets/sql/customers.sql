@@ -1,7 +1,7 @@
 -- The SCD2 customer dimension from $file: one row per customer version, valid_from inclusive, valid_to exclusive.
 with versions as (
     select unnest(customers, recursive := true)
-    from read_json($file, format = 'auto', maximum_object_size = 1073741824)
+    from read_json($file, format = 'auto', maximum_object_size = 67108864)
 ),
 
 final as (

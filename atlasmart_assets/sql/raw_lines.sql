@@ -1,4 +1,5 @@
--- Order lines exactly as received, one row per record, for the files in $files.
+-- Order lines exactly as received, one row per record, for the files in $files. An absent field reads as
+-- null (the profile counts it); a value of the wrong type fails the read (raw_files explains which).
 with docs as (
     select
         filename,
@@ -8,10 +9,10 @@ with docs as (
         $files,
         filename = true,
         format = 'auto',
-        maximum_object_size = 1073741824,
+        maximum_object_size = 67108864,
         columns = {
-            manifest: 'struct(partition varchar, schema_version integer, extraction_batch varchar)',
-            lines: 'struct(line_id varchar, order_id varchar, customer_id varchar, sku varchar, quantity varchar, unit_price varchar, unit_cost varchar, event_time varchar, source_sequence varchar)[]'
+            manifest: 'struct(partition varchar, extraction_batch varchar)',
+            lines: 'struct(line_id varchar, order_id varchar, customer_id varchar, sku varchar, quantity bigint, unit_price decimal(18, 2), unit_cost decimal(18, 2), event_time timestamptz, source_sequence bigint)[]'
         }
     )
 ),
@@ -25,16 +26,11 @@ final as (
         line.order_id,
         line.customer_id,
         line.sku,
-        try_cast(line.quantity as bigint) as quantity,
-        try_cast(line.unit_price as decimal(18, 2)) as unit_price,
-        try_cast(line.unit_cost as decimal(18, 2)) as unit_cost,
-        timezone('UTC', try_cast(line.event_time as timestamptz)) as event_time,
-        try_cast(line.source_sequence as bigint) as source_sequence,
-        line.quantity as quantity_text,
-        line.unit_price as unit_price_text,
-        line.unit_cost as unit_cost_text,
-        line.event_time as event_time_text,
-        line.source_sequence as source_sequence_text
+        line.quantity,
+        line.unit_price,
+        line.unit_cost,
+        timezone('UTC', line.event_time) as event_time,
+        line.source_sequence
     from docs, unnest(docs.lines) as u(line)
 )
 

@@ -7,5 +7,5 @@ from read_json_objects(
     $files,
     filename = true,
     format = 'auto',
-    maximum_object_size = 1073741824
+    maximum_object_size = 67108864
 )

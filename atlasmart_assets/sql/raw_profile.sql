@@ -1,4 +1,4 @@
--- Per file: records, required fields missing or mistyped, and control totals over the latest version of each line.
+-- Per file: records, required fields missing, and control totals over the latest version of each line.
 with lines as (
     select * from raw_lines
 ),
@@ -17,16 +17,11 @@ shape as (
         count(*) filter (where order_id is null) as missing_order_id,
         count(*) filter (where customer_id is null) as missing_customer_id,
         count(*) filter (where sku is null) as missing_sku,
-        count(*) filter (where quantity_text is null) as missing_quantity,
-        count(*) filter (where unit_price_text is null) as missing_unit_price,
-        count(*) filter (where unit_cost_text is null) as missing_unit_cost,
-        count(*) filter (where event_time_text is null) as missing_event_time,
-        count(*) filter (where source_sequence_text is null) as missing_source_sequence,
-        count(*) filter (where quantity_text is not null and quantity is null) as invalid_quantity,
-        count(*) filter (where unit_price_text is not null and unit_price is null) as invalid_unit_price,
-        count(*) filter (where unit_cost_text is not null and unit_cost is null) as invalid_unit_cost,
-        count(*) filter (where event_time_text is not null and event_time is null) as invalid_event_time,
-        count(*) filter (where source_sequence_text is not null and source_sequence is null) as invalid_source_sequence
+        count(*) filter (where quantity is null) as missing_quantity,
+        count(*) filter (where unit_price is null) as missing_unit_price,
+        count(*) filter (where unit_cost is null) as missing_unit_cost,
+        count(*) filter (where event_time is null) as missing_event_time,
+        count(*) filter (where source_sequence is null) as missing_source_sequence
     from lines
     group by file
 ),
