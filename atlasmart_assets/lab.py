@@ -7,11 +7,10 @@ from typing import Any
 import dagster as dg
 
 from atlasmart_assets import candidates, extracts, settings, warehouse
-from atlasmart_assets.window import BACKFILL_TAG, REASON_TAG, RunInfo, Window
+from atlasmart_assets.window import BACKFILL_TAG, RANGE_END, RANGE_START, REASON_TAG, RunInfo, Window
 
 HISTORICAL, CURRENT = "2026-09-20", "2026-09-21"
 LEGACY_LINE, LEGACY_COST = "2026-09-20-L0007", 40
-RANGE_START, RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
 
 
 def run_chain(instance: dg.DagsterInstance, start: str, end: str | None = None,

@@ -20,6 +20,7 @@ class Settings:
     shrink_threshold: float
     lock_timeout_s: float
     duckdb_memory_limit: str
+    backfill_threads: int
 
     @property
     def warehouse_path(self) -> Path:
@@ -62,4 +63,5 @@ def load() -> Settings:
         shrink_threshold=float(env.get("ATLASMART_SHRINK_THRESHOLD", "0.2")),
         lock_timeout_s=float(env.get("ATLASMART_LOCK_TIMEOUT_S", "600")),
         duckdb_memory_limit=env.get("ATLASMART_DUCKDB_MEMORY_LIMIT", "1GB"),
+        backfill_threads=int(env.get("ATLASMART_BACKFILL_THREADS", "1")),
     )

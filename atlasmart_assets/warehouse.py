@@ -62,10 +62,21 @@ def failpoint(name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+_THREADS: list[int | None] = [None]
+
+
+def limit_threads(threads: int | None) -> None:
+    """Cap DuckDB threads for the rest of this process (a backfill run leaves cores to the current lane)."""
+    _THREADS[0] = threads
+
+
 def _duckdb_config(cfg: Settings) -> dict[str, str]:
     # A window of any length streams through a bounded buffer pool (spilling to disk), so memory stays flat
     # in the number of days; insertion order is never relied on (every read that needs order says so).
-    return {"memory_limit": cfg.duckdb_memory_limit, "preserve_insertion_order": "false"}
+    config = {"memory_limit": cfg.duckdb_memory_limit, "preserve_insertion_order": "false"}
+    if _THREADS[0]:
+        config["threads"] = str(_THREADS[0])
+    return config
 
 
 def _is_lock_error(exc: duckdb.Error) -> bool:

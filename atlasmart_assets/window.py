@@ -12,6 +12,8 @@ BACKFILL_TAG = "dagster/backfill"
 REASON_TAG = "atlasmart/reason"
 FENCE_OVERRIDE_TAG = "atlasmart/fence_override"
 LANE_TAG = "atlasmart/lane"
+RANGE_START = "dagster/asset_partition_range_start"
+RANGE_END = "dagster/asset_partition_range_end"
 
 
 @dataclass(frozen=True)

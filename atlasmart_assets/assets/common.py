@@ -29,6 +29,7 @@ def begin(context: dg.AssetExecutionContext) -> Step:
     lanes.fence(window, context.run.tags)
     warehouse.LOCK_STATS.reset()
     step = Step(settings.load(), window, run_info(context))
+    warehouse.limit_threads(step.cfg.backfill_threads if step.run.backfill_id else None)
     warehouse.prune_scratch(step.cfg, SCRATCH_MAX_AGE_S)
     if step.run.backfill_id:
         warehouse.mark_in_progress(step.cfg, window, step.run)

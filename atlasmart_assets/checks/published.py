@@ -8,17 +8,20 @@ from atlasmart_assets.assets.fact_mart import FACT, MART
 from atlasmart_assets.audits import Audit, controls_match, unique_keys
 from atlasmart_assets.partitions import daily_partitions
 from atlasmart_assets.settings import Settings
-from atlasmart_assets.window import Window
+from atlasmart_assets.window import RANGE_END, RANGE_START, Window
 
 FACT_UNIQUE = "fct_order_lines_line_id_unique"
 MART_MATCHES = "revenue_daily_totals_match_fact"
 
 
 def _window(context: dg.AssetCheckExecutionContext) -> Window:
-    # A run that selects only checks cannot give a time window; build it from the keys.
-    if context.has_partition_key_range:
-        r = context.partition_key_range
-        return Window.of(r.start, r.end)
+    """The run's window, from its tags: a check-only or single-partition run has no time window to ask for,
+    and checking every partition there would scan the whole published history."""
+    tags = context.run.tags
+    if RANGE_START in tags:
+        return Window.of(tags[RANGE_START], tags[RANGE_END])
+    if "dagster/partition" in tags:
+        return Window.of(tags["dagster/partition"])
     keys = daily_partitions.get_partition_keys()
     return Window.of(keys[0], keys[-1])
 
