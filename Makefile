@@ -11,7 +11,7 @@ $(BIN)/dagster: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
-.PHONY: setup dev browser test test-integration lab bench
+.PHONY: setup dev browser test lab bench
 setup: $(BIN)/dagster
 
 dev: setup

@@ -70,11 +70,11 @@ def limit_threads(threads: int | None) -> None:
     _THREADS[0] = threads
 
 
-def _duckdb_config(cfg: Settings) -> dict[str, str]:
+def _duckdb_config(cfg: Settings, capped: bool = False) -> dict[str, str]:
     # A window of any length streams through a bounded buffer pool (spilling to disk), so memory stays flat
     # in the number of days; insertion order is never relied on (every read that needs order says so).
     config = {"memory_limit": cfg.duckdb_memory_limit, "preserve_insertion_order": "false"}
-    if _THREADS[0]:
+    if capped and _THREADS[0]:
         config["threads"] = str(_THREADS[0])
     return config
 
@@ -145,7 +145,8 @@ def drop_scratch(cfg: Settings, run_id: str) -> None:
 def open_scratch(cfg: Settings, run_id: str) -> duckdb.DuckDBPyConnection:
     """The run's private candidate database: no reader looks here and no other run writes it."""
     cfg.scratch_dir.mkdir(parents=True, exist_ok=True)
-    return duckdb.connect(str(scratch_path(cfg, run_id)), config=_duckdb_config(cfg))
+    # Only scratch work is capped: while a run holds the warehouse lock it should finish as fast as it can.
+    return duckdb.connect(str(scratch_path(cfg, run_id)), config=_duckdb_config(cfg, capped=True))
 
 
 def _attach(con: duckdb.DuckDBPyConnection, path: Path, alias: str = "s") -> None:

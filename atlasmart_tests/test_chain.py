@@ -45,6 +45,10 @@ def test_rebuilding_an_old_partition_keeps_the_tier_valid_then(env, instance) ->
                                                              "atlasmart/fence_override": "test: rebuild both days"}).success
     assert _tier_of(env, "2026-09-20-L0004") == "bronze"
     assert _tier_of(env, "2026-09-21-L0013") == "silver"  # silver from 2026-09-21 until 2026-09-25
+    overrides = state.table_rows(env, "(select partition_date::varchar as d, fence_override, backfill_id "
+                                      "from audit.publications)", "backfill_id = 'bf-scd2'")
+    assert overrides == [("2026-09-20", "test: rebuild both days", "bf-scd2"),
+                         ("2026-09-21", "test: rebuild both days", "bf-scd2")], "the override is in the ledger"
 
 
 def test_nothing_but_the_window_moves(env, instance) -> None:

@@ -33,7 +33,11 @@ def test_plan_predicts_the_publication_and_writes_nothing(env, instance) -> None
     assert p.impact["2026-09-20"].controls_now[4] == 435 and p.impact["2026-09-20"].controls_after[4] == 425
     assert plan.png(p).startswith(b"\x89PNG")
 
-    assert run_chain(instance, "2026-09-18", "2026-09-20", {"dagster/backfill": "bf-planned"}).success
+    result = run_chain(instance, "2026-09-18", "2026-09-20", {"dagster/backfill": "bf-planned"})
+    assert result.success
+    marts = [m for m in result.asset_materializations_for_node("fact_and_mart") if m.asset_key.path[0] == "mart"]
+    assert marts and all(m.metadata["change_chart"].value.startswith(
+        "![rows, gmv and cost before/after](data:image/png;base64,") for m in marts)
     for day, predicted in p.impact.items():
         published = extracts.read(env, day)
         assert published["controls"] == predicted.controls_after and published["sha256"] == predicted.sha256_after

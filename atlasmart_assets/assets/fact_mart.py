@@ -6,7 +6,7 @@ from typing import Any, Iterator
 
 import dagster as dg
 
-from atlasmart_assets import candidates, chart, warehouse
+from atlasmart_assets import candidates, warehouse
 from atlasmart_assets.assets.common import BACKFILL_POLICY, CODE_VERSION, Step, begin, check_result, has_table, refuse
 from atlasmart_assets.assets.staged import staged_order_lines
 from atlasmart_assets.audits import Audit, controls_match, row_delta, unique_keys
@@ -63,15 +63,18 @@ def correct(step: Step) -> tuple[list[Audit], warehouse.Publication | None, dict
     return audits, warehouse.publish(step.cfg, scratch, step.window, step.run, CODE_VERSION, days, current), days
 
 
-def _chart(pub: warehouse.Publication) -> bytes:
+def _chart(pub: warehouse.Publication) -> str:
+    """The change as a markdown-embedded PNG (matplotlib costs a second to import: only changes are drawn)."""
+    from atlasmart_assets import chart
+
     days = sorted(pub.after)
     before = [pub.before.get(d) for d in days]
     after = [pub.after[d] for d in days]
-    return chart.before_after_png(days, {
+    return chart.markdown_image(chart.before_after_png(days, {
         "rows": ([b.rows if b else None for b in before], [a.rows for a in after]),
         "gmv": ([b.controls[3] if b else None for b in before], [a.controls[3] for a in after]),
         "cost": ([b.controls[4] if b else None for b in before], [a.controls[4] for a in after]),
-    }, f"Publication {pub.publication_id} ({pub.window}): before vs after")
+    }, f"Publication {pub.publication_id} ({pub.window}): before vs after"), "rows, gmv and cost before/after")
 
 
 def _day_figures(pub: warehouse.Publication) -> dict[str, Any]:
@@ -114,4 +117,4 @@ def fact_and_mart(context: dg.AssetExecutionContext) -> Iterator[dg.AssetCheckRe
         **common, "rows": sum(d.rows for d in days.values()), "per_partition": dg.MetadataValue.json(figures)})
     yield dg.MaterializeResult(asset_key=list(MART), metadata={
         **common, "published_sha256": dg.MetadataValue.json({d: c.sha256 for d, c in days.items()}),
-        "change_chart": dg.MetadataValue.md(chart.markdown_image(_chart(pub), "rows, gmv and cost before/after"))})
+        **({"change_chart": dg.MetadataValue.md(_chart(pub))} if pub.changed else {})})
