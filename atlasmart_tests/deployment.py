@@ -196,6 +196,17 @@ class Deployment:
         raise DeploymentError(f"timed out after {timeout_s}s waiting for {what}\n{self.log_tail()}")
 
 
+def max_concurrent(records: Sequence[dg.RunRecord]) -> int:
+    """Most runs in progress at one instant, from run start/end timestamps (an end frees before a start takes)."""
+    events = sorted([(r.start_time, 1) for r in records if r.start_time is not None]
+                    + [(r.end_time, -1) for r in records if r.end_time is not None])
+    peak = level = 0
+    for _, step in events:
+        level += step
+        peak = max(peak, level)
+    return peak
+
+
 def runs(instance: dg.DagsterInstance, tags: Mapping[str, str] | None = None) -> list[dg.RunRecord]:
     return list(instance.get_run_records(dg.RunsFilter(tags=dict(tags)) if tags else None))
 

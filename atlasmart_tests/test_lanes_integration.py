@@ -25,6 +25,7 @@ from atlasmart_tests.deployment import (
     LockWatcher,
     deployment,
     generate_raw,
+    max_concurrent,
     run_pids,
     runs,
     wait_backfill_runs,
@@ -69,17 +70,6 @@ def lanes_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 def dep(lanes_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     with deployment(tmp_path_factory.mktemp("deployment"), lanes_env) as d:
         yield d
-
-
-def max_concurrent(records: Sequence[dg.RunRecord]) -> int:
-    """Most runs in progress at one instant, from run start/end timestamps (an end frees before a start takes)."""
-    events = sorted([(r.start_time, 1) for r in records if r.start_time is not None]
-                    + [(r.end_time, -1) for r in records if r.end_time is not None])
-    peak = level = 0
-    for _, step in events:
-        level += step
-        peak = max(peak, level)
-    return peak
 
 
 def launch_current(dep: Deployment, partitions: Sequence[str]) -> list[str]:

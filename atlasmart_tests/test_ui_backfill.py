@@ -29,6 +29,7 @@ from atlasmart_tests.deployment import (
     Deployment,
     DeploymentError,
     deployment,
+    max_concurrent,
     runs,
     wait_backfill_runs,
     wait_runs_finished,
@@ -75,17 +76,6 @@ def launch_ranged(dep: Deployment, asset_paths: Sequence[Sequence[str]], first: 
 def raw_controls(raw_dir: Path, partition: str) -> list[float]:
     controls = json.loads((raw_dir / f"partition={partition}.json").read_text())["manifest"]["controls"]
     return [controls[name] for name in CONTROL_NAMES]
-
-
-def max_concurrent(records: Sequence[dg.RunRecord]) -> int:
-    """Most runs in progress at one instant, from start/end timestamps (an end frees before a start takes)."""
-    events = sorted([(r.start_time, 1) for r in records if r.start_time is not None]
-                    + [(r.end_time, -1) for r in records if r.end_time is not None])
-    peak = level = 0
-    for _, step in events:
-        level += step
-        peak = max(peak, level)
-    return peak
 
 
 def ledger_rows(warehouse: Path, first: str, last: str, timeout_s: float = 30) -> list[dict[str, Any]]:

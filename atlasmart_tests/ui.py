@@ -78,7 +78,9 @@ class Operator:
             siblings.get_by_role("button", name="Confirm").click()
         selection = dialog.get_by_placeholder("No matching partitions")
         selection.fill(f"[{partition_range[0]}...{partition_range[1]}]")
-        selection.press("Enter")
+        # The input re-renders once it holds a selection (its placeholder locator may stop matching): press
+        # Enter on whatever has focus, which fill() left on the input.
+        page.keyboard.press("Enter")
         dialog.get_by_text("Tags", exact=True).click()
         dialog.get_by_role("button", name="Add tags").click()
         editor = page.get_by_role("dialog").filter(has_text="Add tags to run")
