@@ -323,7 +323,8 @@ def _retire(con: duckdb.DuckDBPyConnection, before: dict[str, Current], window: 
 
 
 def _prune_history(con: duckdb.DuckDBPyConnection, retain: int, window: Window) -> set[str]:
-    """Drop superseded versions beyond the retention setting; returns the publication ids still retained."""
+    """Drop superseded rows beyond the retention setting; returns the latest `retain` publication ids overall
+    (the extract versions worth keeping on disk)."""
     con.execute(
         "create or replace temp table keep as select partition_date, publication_id from ("
         " select partition_date, publication_id, row_number() over (partition by partition_date order by seq desc) as n"

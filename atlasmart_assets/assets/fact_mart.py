@@ -42,6 +42,8 @@ def audit_candidates(step: Step, con: Any, current: dict[str, warehouse.Current]
 def correct(step: Step) -> tuple[list[Audit], warehouse.Publication | None, dict[str, warehouse.DayCandidate]]:
     """Build candidates for the window in scratch, audit them, and publish only if no blocking audit failed."""
     scratch = warehouse.scratch_path(step.cfg, step.run.run_id)
+    current = warehouse.current(step.cfg, step.window)
+    manifests = warehouse.raw_manifests(step.cfg, step.window)
     con = warehouse.open_scratch(step.cfg, step.run.run_id)
     if not has_table(con, "staged"):
         con.close()
@@ -49,12 +51,6 @@ def correct(step: Step) -> tuple[list[Audit], warehouse.Publication | None, dict
         con = warehouse.open_scratch(step.cfg, step.run.run_id)
     try:
         candidates.build(con, step.window)
-    finally:
-        con.close()
-    current = warehouse.current(step.cfg, step.window)
-    manifests = warehouse.raw_manifests(step.cfg, step.window)
-    con = warehouse.open_scratch(step.cfg, step.run.run_id)
-    try:
         audits, days = audit_candidates(step, con, current, manifests)
     finally:
         con.close()
