@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from atlasmart_assets.extracts import CONTROL_NAMES
+from atlasmart_assets.contract import CONTROL_NAMES
 
 ERROR = "ERROR"
 WARN = "WARN"
@@ -34,6 +34,15 @@ def unique_keys(check: str, asset: tuple[str, ...], duplicates: dict[str, int]) 
     return Audit(check, asset, not bad, ERROR, text, {"duplicate_line_ids": duplicates})
 
 
+def unique_across_days(check: str, asset: tuple[str, ...], collisions: dict[str, list[str]]) -> Audit:
+    """A line_id belongs to one day: none of the candidate's appears on another day."""
+    bad = {d: ids for d, ids in collisions.items() if ids}
+    text = ("no line_id appears on two days" if not bad else
+            "line_ids on more than one day (the same line would be counted twice): " +
+            "; ".join(f"{d}: {', '.join(ids[:5])}" for d, ids in sorted(bad.items())))
+    return Audit(check, asset, not bad, ERROR, text, {"line_ids_on_other_days": bad})
+
+
 def controls_match(check: str, asset: tuple[str, ...], candidate: dict[str, list[float]],
                    expected: dict[str, list[float]], expected_label: str) -> Audit:
     """Candidate controls equal the expected ones for every partition of the window."""
@@ -47,25 +56,43 @@ def controls_match(check: str, asset: tuple[str, ...], candidate: dict[str, list
     return Audit(check, asset, not mismatches, ERROR, text, {"mismatches": mismatches, "partitions": len(candidate)})
 
 
-def row_delta(check: str, asset: tuple[str, ...], candidate: dict[str, int], published: dict[str, int],
-              shrink_threshold: float) -> Audit:
-    """Rows per partition vs the current publication: doubling or a shrink past the threshold is an ERROR,
-    any other change a WARN, a first publication passes."""
-    deltas: dict[str, dict[str, Any]] = {}
+def _deltas(candidate: dict[str, int], published: dict[str, int]) -> dict[str, dict[str, Any]]:
+    return {day: {"before": published.get(day), "after": rows,
+                  "delta": None if published.get(day) is None else rows - published[day]}
+            for day, rows in sorted(candidate.items())}
+
+
+def row_count_unchanged(check: str, asset: tuple[str, ...], candidate: dict[str, int],
+                        published: dict[str, int]) -> Audit:
+    """WARN when any partition's row count differs from its current publication (a first publication passes)."""
+    deltas = _deltas(candidate, published)
+    changed = [d for d, f in deltas.items() if f["before"] is not None and f["delta"] != 0]
+    if changed:
+        return Audit(check, asset, False, WARN, f"row counts change in {changed}", {"per_partition": deltas})
+    return Audit(check, asset, True, WARN, "row counts unchanged or first publication", {"per_partition": deltas})
+
+
+def row_delta_within_bounds(check: str, asset: tuple[str, ...], candidate: dict[str, int], published: dict[str, int],
+                            shrink_threshold: float, accepted_shrink: str | None = None) -> Audit:
+    """ERROR when a partition doubles, or shrinks by more than the threshold unless the run accepted the shrink."""
+    deltas = _deltas(candidate, published)
     errors: list[str] = []
-    changes: list[str] = []
-    for day, rows in sorted(candidate.items()):
-        before = published.get(day)
-        deltas[day] = {"before": before, "after": rows, "delta": None if before is None else rows - before}
-        if before is None or rows == before:
+    accepted: list[str] = []
+    for day, f in deltas.items():
+        before, rows = f["before"], f["after"]
+        if not before:
             continue
-        changes.append(day)
-        if before > 0 and rows >= 2 * before:
+        if rows >= 2 * before:
             errors.append(f"{day} doubled ({before} -> {rows})")
-        elif before > 0 and rows < (1 - shrink_threshold) * before:
-            errors.append(f"{day} shrank by more than {shrink_threshold:.0%} ({before} -> {rows})")
+        elif rows < (1 - shrink_threshold) * before:
+            text = f"{day} shrank by more than {shrink_threshold:.0%} ({before} -> {rows})"
+            (accepted if accepted_shrink else errors).append(text)
+    figures = {"per_partition": deltas, "shrink_threshold": shrink_threshold}
     if errors:
-        return Audit(check, asset, False, ERROR, "; ".join(errors), {"per_partition": deltas})
-    if changes:
-        return Audit(check, asset, False, WARN, f"row counts change in {changes}", {"per_partition": deltas})
-    return Audit(check, asset, True, ERROR, "row counts unchanged or first publication", {"per_partition": deltas})
+        hint = "" if accepted_shrink else (" — a deliberate shrink is published only with the tag "
+                                           "atlasmart/accept_shrink=<reason>")
+        return Audit(check, asset, False, ERROR, "; ".join(errors) + hint, figures)
+    if accepted:
+        return Audit(check, asset, True, ERROR, f"shrink accepted ({accepted_shrink}): " + "; ".join(accepted),
+                     {**figures, "accepted_shrink": accepted_shrink})
+    return Audit(check, asset, True, ERROR, "no partition doubled or shrank beyond the threshold", figures)

@@ -9,7 +9,8 @@ from typing import Any
 import duckdb
 
 from atlasmart_assets import extracts, sql
-from atlasmart_assets.warehouse import DayCandidate
+from atlasmart_assets.contract import CONTROL_NAMES
+from atlasmart_assets.warehouse.ledger import DayCandidate
 from atlasmart_assets.window import Window
 
 
@@ -23,15 +24,16 @@ def number(value: Any) -> int | float:
 
 
 def build_staged(con: duckdb.DuckDBPyConnection, customers_file: str, window: Window) -> None:
-    """The scratch `staged` table for the window, from the scratch `raw_lines` and the SCD2 customer file."""
-    con.execute(f"create or replace table customers as {sql.text('customers')}", {"file": customers_file})
-    con.execute(f"create or replace table staged as {sql.text('staged_order_lines')}", window.params)
+    """candidate.staged_order_lines for the window, from candidate.raw_lines and the SCD2 customer file."""
+    con.execute(f"create or replace table candidate.customers as {sql.text('customers')}", {"file": customers_file})
+    con.execute(f"create or replace table candidate.staged_order_lines as {sql.text('staged_order_lines')}",
+                window.params)
 
 
 def build(con: duckdb.DuckDBPyConnection, window: Window) -> None:
-    """fct_candidate and mart_candidate for the whole window, from the scratch `staged` table, in one pass."""
-    con.execute(f"create or replace table fct_candidate as {sql.text('fct_order_lines')}", window.params)
-    con.execute(f"create or replace table mart_candidate as {sql.text('revenue_daily')}")
+    """candidate.fct_order_lines and candidate.revenue_daily for the whole window, from candidate.staged_order_lines."""
+    con.execute(f"create or replace table candidate.fct_order_lines as {sql.text('fct_order_lines')}", window.params)
+    con.execute(f"create or replace table candidate.revenue_daily as {sql.text('revenue_daily')}")
 
 
 def controls(con: duckdb.DuckDBPyConnection, relation: str, window: Window, kind: str = "fact") -> dict[str, dict[str, Any]]:
@@ -48,7 +50,7 @@ def controls(con: duckdb.DuckDBPyConnection, relation: str, window: Window, kind
 
 
 def control_list(figures: dict[str, Any] | None) -> list[int | float]:
-    names = extracts.CONTROL_NAMES
+    names = CONTROL_NAMES
     return [number(figures.get(n)) if figures else 0 for n in names]
 
 
@@ -64,7 +66,7 @@ def mart_rows(con: duckdb.DuckDBPyConnection, relation: str, window: Window) -> 
 
 
 def days(con: duckdb.DuckDBPyConnection, window: Window, inputs: dict[str, dict[str, Any]],
-         fact: str = "fct_candidate", mart: str = "mart_candidate") -> dict[str, DayCandidate]:
+         fact: str = "candidate.fct_order_lines", mart: str = "candidate.revenue_daily") -> dict[str, DayCandidate]:
     """What each day of the window would publish: rows, controls, content hash and the extract's exact bytes."""
     fact_figures = controls(con, fact, window)
     rows_by_day = mart_rows(con, mart, window)

@@ -25,8 +25,10 @@ def _lab(args: argparse.Namespace) -> int:
 
 def _rollback(args: argparse.Namespace) -> int:
     from atlasmart_assets import rollback
+    from atlasmart_assets.resources import Warehouse
 
-    pub = rollback.rollback(args.start, args.end, args.reason, f"cli-rollback-{uuid.uuid4().hex[:8]}")
+    pub = rollback.rollback(Warehouse(), args.start, args.end, args.reason, f"cli-rollback-{uuid.uuid4().hex[:8]}",
+                            args.to_publication)
     print(json.dumps({"publication_id": pub.publication_id, "window": str(pub.window),
                       "restored": {d: {"rows": c.rows, "controls": c.controls, "sha256": c.sha256}
                                    for d, c in pub.after.items()}}, indent=2))
@@ -35,8 +37,11 @@ def _rollback(args: argparse.Namespace) -> int:
 
 def _plan(args: argparse.Namespace) -> int:
     from atlasmart_assets import plan
+    from atlasmart_assets.assets.graph import asset_graph
+    from atlasmart_assets.resources import Warehouse
 
-    p = plan.make(args.start, args.end, args.assets or None, fence_override=args.fence_override)
+    p = plan.make(Warehouse(), asset_graph(), args.start, args.end, args.assets or None,
+                  fence_override=args.fence_override)
     if args.json:
         print(json.dumps(p.as_dict(), indent=2))
     else:
@@ -64,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     rb.add_argument("--from", dest="start", required=True)
     rb.add_argument("--to", dest="end")
     rb.add_argument("--reason", required=True)
+    rb.add_argument("--to-publication", help="restore this publication id (default: one version back per partition)")
     rb.set_defaults(func=_rollback)
     pl = sub.add_parser("plan", help="preview a backfill: scope, fence, reach, neighbours, data impact (writes nothing)")
     pl.add_argument("--from", dest="start", required=True)

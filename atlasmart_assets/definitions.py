@@ -4,21 +4,24 @@ from __future__ import annotations
 
 import dagster as dg
 
-from atlasmart_assets.assets.fact_mart import fact_and_mart
-from atlasmart_assets.assets.raw import customers, raw_order_lines
-from atlasmart_assets.assets.staged import staged_order_lines
+from atlasmart_assets.assets.graph import ASSETS
 from atlasmart_assets.checks.published import fct_order_lines_line_id_unique, revenue_daily_totals_match_fact
 from atlasmart_assets.jobs import daily_job, plan_job, rollback_job
+from atlasmart_assets.recovery import recover_on_load
+from atlasmart_assets.resources import WAREHOUSE_KEY, warehouse_resource
 from atlasmart_assets.schedules import daily_schedule
-from atlasmart_assets.sensors import resources, sensors
+from atlasmart_assets.sensors import sensors, slack_resources
 from atlasmart_assets.slo import slo_report
 
+warehouse = warehouse_resource()
+recover_on_load(warehouse)
+
 defs = dg.Definitions(
-    assets=[customers, raw_order_lines, staged_order_lines, fact_and_mart],
+    assets=ASSETS,
     asset_checks=[fct_order_lines_line_id_unique, revenue_daily_totals_match_fact],
     jobs=[daily_job, rollback_job, plan_job, slo_report],
     schedules=[daily_schedule],
     sensors=sensors,
-    resources=resources,
+    resources={WAREHOUSE_KEY: warehouse, **slack_resources},
     executor=dg.in_process_executor,
 )

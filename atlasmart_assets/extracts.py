@@ -1,8 +1,14 @@
 """Certified per-day extracts: canonical content, and a versioned directory swapped in with one atomic rename.
 
 `published` is a symlink to `published_versions/<publication_id>`; a publication stages a complete new
-version (unchanged days hard-linked, changed days written and fsynced) and then replaces the symlink, so
-a reader of `published/` sees every day of the old version or every day of the new one.
+version (unchanged days hard-linked, changed days written and fsynced, and `index.json` naming every day's
+file and sha256) and then replaces the symlink.
+
+The reader contract: resolve `published` once (or read `published/index.json` and then only the files it
+names, relative to the resolved version), and read every file of one pass from that version. Such a reader
+never sees two versions mixed; a superseded version stays on disk for ATLASMART_VERSION_GRACE_S after it
+was replaced, so a slow reader finishes its pass. A reader that opens `published/partition=D.json` files one
+by one through the link gets each file whole (per-file atomicity) but may mix versions across files.
 """
 
 from __future__ import annotations
@@ -11,12 +17,13 @@ import hashlib
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
+from atlasmart_assets.contract import CONTROL_NAMES
 from atlasmart_assets.settings import Settings
 
-CONTROL_NAMES = ["lines", "orders", "units", "gmv", "cost", "gross_profit"]
 
 
 def _canonical(value: Any) -> str:
@@ -32,7 +39,7 @@ def document(partition: str, controls: list[int | float], rows: list[dict[str, A
     """The exact bytes of a day's extract (deterministic: no timestamps, no run ids)."""
     doc = {
         "partition": partition,
-        "control_names": CONTROL_NAMES,
+        "control_names": list(CONTROL_NAMES),
         "controls": controls,
         "rows": rows,
         "input": inputs,
@@ -58,6 +65,23 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+INDEX = "index.json"
+SUPERSEDED = ".superseded_at"
+
+
+def _write(path: Path, text: str) -> None:
+    with path.open("w") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def resolve(cfg: Settings) -> Path | None:
+    """The version directory `published` points at now: resolve once, then read only inside it."""
+    version = current_version(cfg)
+    return cfg.versions_dir / version if version else None
+
+
 def stage(cfg: Settings, version: str, changed: dict[str, str]) -> Path:
     """Build version `version`: the current version's days plus `changed` (partition -> bytes)."""
     target = cfg.versions_dir / version
@@ -70,11 +94,13 @@ def stage(cfg: Settings, version: str, changed: dict[str, str]) -> Path:
             if src.name[len("partition="):-len(".json")] not in changed:
                 os.link(src, target / src.name)
     for partition, text in changed.items():
-        path = target / file_name(partition)
-        with path.open("w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
+        _write(target / file_name(partition), text)
+    files = sorted(target.glob("partition=*.json"))
+    _write(target / INDEX, json.dumps({
+        "publication_id": version,
+        "partitions": {p.name[len("partition="):-len(".json")]: {
+            "file": p.name, "sha256": hashlib.sha256(p.read_bytes()).hexdigest()} for p in files},
+    }, sort_keys=True, indent=1) + "\n")
     _fsync_dir(target)
     return target
 
@@ -86,18 +112,27 @@ def swap(cfg: Settings, version: str) -> None:
     tmp = cfg.data_dir / f".published.{version}.tmp"
     if tmp.is_symlink():
         tmp.unlink()
+    previous = current_version(cfg)
     os.symlink(os.path.join(cfg.versions_dir.name, version), tmp)
     os.replace(tmp, cfg.published_dir)
     _fsync_dir(cfg.data_dir)
+    if previous and previous != version and (cfg.versions_dir / previous).is_dir():
+        (cfg.versions_dir / previous / SUPERSEDED).touch()
 
 
-def prune(cfg: Settings, keep: set[str]) -> None:
-    """Remove staged versions no ledger row needs any more (and half-built ones from crashed runs)."""
+def prune(cfg: Settings, keep: set[str], protect: str | None = None) -> None:
+    """Remove versions no ledger row needs any more (and half-built ones from crashed runs), once they have been
+    superseded for longer than the grace period; `protect` is a version being staged right now."""
     if not cfg.versions_dir.exists():
         return
     current = current_version(cfg)
+    cutoff = time.time() - cfg.version_grace_s
     for path in cfg.versions_dir.iterdir():
-        if path.name not in keep and path.name != current:
+        if path.name in keep or path.name in (current, protect):
+            continue
+        marker = path / SUPERSEDED
+        since = marker.stat().st_mtime if marker.exists() else path.stat().st_mtime
+        if since < cutoff:
             shutil.rmtree(path, ignore_errors=True)
 
 

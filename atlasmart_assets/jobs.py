@@ -1,19 +1,20 @@
-"""Jobs: the daily chain (what the schedule runs) and the operator's rollback of a range."""
+"""Jobs: the daily chain (what the schedule runs), the operator's rollback, and the backfill plan."""
 
 
 import dagster as dg
 
 from atlasmart_assets import chart, plan
 from atlasmart_assets import rollback as rollback_mod
-from atlasmart_assets.partitions import daily_partitions
+from atlasmart_assets.assets.graph import asset_graph
+from atlasmart_assets.contract import RAW_CUSTOMERS
+from atlasmart_assets.resources import Warehouse
 
-CHAIN = dg.AssetSelection.groups("raw", "staged", "fact", "mart") - dg.AssetSelection.keys(["raw", "customers"])
+CHAIN = dg.AssetSelection.groups("raw", "staged", "fact", "mart") - dg.AssetSelection.assets(list(RAW_CUSTOMERS))
 
 daily_job = dg.define_asset_job(
     "atlasmart_daily",
     selection=CHAIN,
-    partitions_def=daily_partitions,
-    description="raw -> staged -> fact + mart for a window, audited and published in one commit.",
+    description="raw -> staged + fact + mart for a window, audited and published in one commit.",
 )
 
 
@@ -21,12 +22,14 @@ class RollbackConfig(dg.Config):
     start: str
     end: str | None = None
     reason: str
+    to_publication: str | None = None
 
 
 @dg.op
-def rollback_range(context: dg.OpExecutionContext, config: RollbackConfig) -> None:
-    """Restore the previous publication of every partition in [start, end], in one atomic commit."""
-    pub = rollback_mod.rollback(config.start, config.end, config.reason, context.run.run_id)
+def rollback_range(context: dg.OpExecutionContext, config: RollbackConfig, warehouse: Warehouse) -> None:
+    """Restore an earlier publication of every partition in [start, end], in one atomic commit."""
+    pub = rollback_mod.rollback(warehouse, config.start, config.end, config.reason, context.run.run_id,
+                                config.to_publication)
     context.log.info(f"rolled back {pub.window}: publication {pub.publication_id}, partitions {pub.changed}")
     context.log_event(dg.AssetObservation(asset_key=["mart", "revenue_daily"], metadata={
         "rollback_publication_id": pub.publication_id, "window": str(pub.window),
@@ -34,7 +37,8 @@ def rollback_range(context: dg.OpExecutionContext, config: RollbackConfig) -> No
                                            for d, c in pub.after.items()})}))
 
 
-@dg.job(description="Undo the latest publication of a range: restores tables and extracts, recorded in the ledger.")
+@dg.job(description="Undo corrections of a range: restores tables and extracts to an earlier publication "
+                    "(default: one version back), recorded in the ledger.")
 def rollback_job() -> None:
     rollback_range()
 
@@ -47,9 +51,10 @@ class PlanConfig(dg.Config):
 
 
 @dg.op
-def plan_backfill(context: dg.OpExecutionContext, config: PlanConfig) -> None:
+def plan_backfill(context: dg.OpExecutionContext, config: PlanConfig, warehouse: Warehouse) -> None:
     """Compute, without publishing, what a backfill of [start, end] would touch and change."""
-    p = plan.make(config.start, config.end, config.assets, fence_override=config.fence_override)
+    p = plan.make(warehouse, asset_graph(), config.start, config.end, config.assets,
+                  fence_override=config.fence_override)
     text = plan.markdown(p)
     image = plan.png(p) if p.impact else None
     context.log.info(text)

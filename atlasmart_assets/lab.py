@@ -6,8 +6,14 @@ from typing import Any
 
 import dagster as dg
 
-from atlasmart_assets import candidates, extracts, settings, warehouse
-from atlasmart_assets.window import BACKFILL_TAG, RANGE_END, RANGE_START, REASON_TAG, RunInfo, Window
+from atlasmart_assets import candidates, extracts
+from atlasmart_assets.contract import BACKFILL_TAG, RANGE_END_TAG, RANGE_START_TAG, REASON_TAG
+from atlasmart_assets.resources import Warehouse
+from atlasmart_assets.scope import RunInfo
+from atlasmart_assets.warehouse.connection import attach
+from atlasmart_assets.warehouse.ledger import Publication
+from atlasmart_assets.warehouse.publish import publish
+from atlasmart_assets.window import Window
 
 HISTORICAL, CURRENT = "2026-09-20", "2026-09-21"
 LEGACY_LINE, LEGACY_COST = "2026-09-20-L0007", 40
@@ -22,25 +28,29 @@ def run_chain(instance: dg.DagsterInstance, start: str, end: str | None = None,
     if end is None:
         return job.execute_in_process(partition_key=start, instance=instance, tags=tags or {}, raise_on_error=False)
     return job.execute_in_process(instance=instance, raise_on_error=False,
-                                  tags={**(tags or {}), RANGE_START: start, RANGE_END: end})
+                                  tags={**(tags or {}), RANGE_START_TAG: start, RANGE_END_TAG: end})
 
 
-def publish_legacy_incident(cfg: settings.Settings) -> warehouse.Publication:
+def publish_legacy_incident(wh: Warehouse) -> Publication:
     """Republish 2026-09-20 the way the legacy pipeline did (no audits): one line at a legacy cost of 40."""
     window, run_id = Window.of(HISTORICAL), "lab-legacy-incident"
-    scratch = warehouse.scratch_path(cfg, run_id)
-    cfg.scratch_dir.mkdir(parents=True, exist_ok=True)
-    warehouse.copy_out(cfg, scratch, "staged.order_lines", window, "staged")
-    con = warehouse.open_scratch(cfg, run_id)
+    with wh.reader() as rcon:
+        attach(rcon, wh.scratch_path(run_id), "s")
+        rcon.execute("create schema if not exists s.candidate")
+        rcon.execute("create or replace table s.candidate.staged_order_lines as select * from staged.order_lines "
+                     "where partition_date between $start and $end", window.params)
+        rcon.execute("detach s")
+    con = wh.open_scratch(run_id)
     try:
-        con.execute("update staged set unit_cost = $cost where line_id = $line", {"cost": LEGACY_COST, "line": LEGACY_LINE})
+        con.execute("update candidate.staged_order_lines set unit_cost = $cost where line_id = $line",
+                    {"cost": LEGACY_COST, "line": LEGACY_LINE})
         candidates.build(con, window)
         days = candidates.days(con, window, {})
     finally:
         con.close()
-    pub = warehouse.publish(cfg, scratch, window, RunInfo(run_id, None, "legacy pipeline without audits"),
-                            "legacy-cost-v0", days)
-    warehouse.drop_scratch(cfg, run_id)
+    pub = publish(wh, wh.scratch_path(run_id), window, RunInfo(run_id, None, "legacy pipeline without audits"),
+                  "legacy-cost-v0", days, None)
+    wh.drop_scratch(run_id)
     return pub
 
 
@@ -50,13 +60,14 @@ def file_sha256(path: Path) -> str:
 
 def run(instance: dg.DagsterInstance | None = None) -> dict[str, Any]:
     """Replay the lab on the data dir in the environment; returns the acceptance summary."""
-    cfg = settings.load()
+    wh = Warehouse()
+    cfg = wh.settings
     instance = instance or dg.DagsterInstance.ephemeral()
     for day in (HISTORICAL, CURRENT):
         result = run_chain(instance, day)
         if not result.success:
             raise RuntimeError(f"lab: publishing {day} failed; see the run's events")
-    publish_legacy_incident(cfg)
+    publish_legacy_incident(wh)
     incident = extracts.read(cfg, HISTORICAL)
     current_before = file_sha256(cfg.published_dir / extracts.file_name(CURRENT))
     backfill = run_chain(instance, HISTORICAL, HISTORICAL, {BACKFILL_TAG: "BF-20260920-0900-R1",

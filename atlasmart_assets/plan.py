@@ -7,8 +7,13 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from atlasmart_assets import candidates, partitions, raw_files, settings, sql, warehouse
-from atlasmart_assets.settings import Settings
+import dagster as dg
+
+from atlasmart_assets import candidates, partitions, raw_files, sql
+from atlasmart_assets.resources import Warehouse
+from atlasmart_assets.scope import fence_refusal
+from atlasmart_assets.warehouse import ledger
+from atlasmart_assets.warehouse.connection import attach
 from atlasmart_assets.window import Window
 
 
@@ -48,13 +53,8 @@ class Plan:
         return out
 
 
-def _reach(selected: list[str]) -> list[str]:
+def _reach(graph: Any, selected: list[str]) -> list[str]:
     """The selected assets and every asset downstream of them, from the code location's asset graph."""
-    import dagster as dg
-
-    from atlasmart_assets.definitions import defs
-
-    graph = defs.get_repository_def().asset_graph
     todo = [dg.AssetKey.from_user_string(s) for s in selected]
     seen: set[dg.AssetKey] = set()
     while todo:
@@ -65,12 +65,12 @@ def _reach(selected: list[str]) -> list[str]:
     return sorted(k.to_user_string() for k in seen)
 
 
-def _impact(cfg: Settings, window: Window, now: dict[str, warehouse.Current]) -> dict[str, DayImpact]:
+def _impact(wh: Warehouse, window: Window, now: dict[str, ledger.Current]) -> dict[str, DayImpact]:
     """Candidates built exactly as a backfill would, in a private scratch database, compared with what is published."""
+    cfg = wh.settings
     run_id = f"plan-{uuid.uuid4().hex[:12]}"
-    scratch = warehouse.scratch_path(cfg, run_id)
     try:
-        con = warehouse.open_scratch(cfg, run_id)
+        con = wh.open_scratch(run_id)
         try:
             files = raw_files.load_window(con, cfg.raw_dir, window)
             candidates.build_staged(con, str(cfg.raw_dir / "customers.json"), window)
@@ -80,14 +80,18 @@ def _impact(cfg: Settings, window: Window, now: dict[str, warehouse.Current]) ->
             days = candidates.days(con, window, inputs)
         finally:
             con.close()
-        warehouse.copy_out(cfg, scratch, "fact.fct_order_lines", window, "fct_published")
-        con = warehouse.open_scratch(cfg, run_id)
+        with wh.reader() as rcon:
+            attach(rcon, wh.scratch_path(run_id), "s")
+            rcon.execute("create or replace table s.candidate.fct_published as select * from fact.fct_order_lines "
+                         "where partition_date between $start and $end", window.params)
+            rcon.execute("detach s")
+        con = wh.open_scratch(run_id)
         try:
             diff = {r[0].isoformat(): r[1:] for r in con.execute(sql.text("impact")).fetchall()}
         finally:
             con.close()
     finally:
-        warehouse.drop_scratch(cfg, run_id)
+        wh.drop_scratch(run_id)
     out = {}
     for day, cand in days.items():
         cur = now.get(day)
@@ -97,28 +101,28 @@ def _impact(cfg: Settings, window: Window, now: dict[str, warehouse.Current]) ->
     return out
 
 
-def make(start: str, end: str | None = None, assets: list[str] | None = None, backfill: bool = True,
-         fence_override: str | None = None, with_impact: bool = True) -> Plan:
+def make(wh: Warehouse, graph: Any, start: str, end: str | None = None,
+         assets: list[str] | None = None, backfill: bool = True, fence_override: str | None = None,
+         with_impact: bool = True) -> Plan:
     """What a backfill of [start, end] would touch and change; reads the warehouse, writes nothing to it."""
-    cfg = settings.load()
     window = Window.of(start, end)
     newest = partitions.newest_partition()
-    refused = [newest] if backfill and newest in window.keys and not (fence_override or "").strip() else []
+    refusal = fence_refusal(window, "(planned)" if backfill else None, fence_override, newest)
+    refused = [newest] if refusal else []
     scope = [k for k in window.keys if k not in refused]
     before = window.start - dt.timedelta(days=1)
     after = window.end + dt.timedelta(days=1)
     edges = Window(before, after)
-    now = warehouse.current(cfg, edges)
+    with wh.reader() as con:
+        now = ledger.current(con, edges)
+        protected_pub = ledger.current(con, Window.of(newest)).get(newest)
     neighbours = {d.isoformat(): (now[d.isoformat()].sha256 if d.isoformat() in now else None) for d in (before, after)
                   if d.isoformat() < newest}
     protected: dict[str, str | None] = {}
     if newest not in scope:
-        pub = warehouse.current(cfg, Window.of(newest)).get(newest)
-        protected[newest] = pub.sha256 if pub else None
-    impact = _impact(cfg, Window.of(min(scope), max(scope)), now) if with_impact and scope else {}
-    refusal = (f"{newest} is the newest partition, owned by the current lane; relaunch without it, or with the tag "
-               f"atlasmart/fence_override=<reason>") if refused else None
-    return Plan(str(window), scope, refused, refusal, _reach(assets or ["raw/order_lines"]), neighbours, protected,
+        protected[newest] = protected_pub.sha256 if protected_pub else None
+    impact = _impact(wh, Window.of(min(scope), max(scope)), now) if with_impact and scope else {}
+    return Plan(str(window), scope, refused, refusal, _reach(graph, assets or ["raw/order_lines"]), neighbours, protected,
                 impact)
 
 

@@ -12,9 +12,9 @@ from typing import Any
 import duckdb
 
 from atlasmart_assets import sql
+from atlasmart_assets.contract import CONTROL_NAMES
 from atlasmart_assets.window import Window
 
-CONTROL_NAMES = ("lines", "orders", "units", "gmv", "cost", "gross_profit")
 MANIFEST_FIELDS = ("partition", "source", "schema_version", "extraction_batch", "source_high_sequence", "records", "controls")
 REQUIRED_FIELDS = ("line_id", "order_id", "customer_id", "sku", "quantity", "unit_price", "unit_cost", "event_time",
                    "source_sequence")
@@ -91,8 +91,13 @@ def _mistyped(line: dict[str, Any]) -> str | None:
 
 def _explain_parse_failure(paths: dict[str, Path], error: Exception) -> RawInputError:
     for key, path in paths.items():
+        data = path.read_bytes()
         try:
-            doc = json.loads(path.read_bytes())
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return RawInputError(path, key, f"not valid UTF-8: byte 0x{data[exc.start]:02x} at offset {exc.start}")
+        try:
+            doc = json.loads(text)
         except json.JSONDecodeError as exc:
             return RawInputError(path, key, f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}")
         if not isinstance(doc, dict) or not isinstance(doc.get("lines"), list):
@@ -103,8 +108,13 @@ def _explain_parse_failure(paths: dict[str, Path], error: Exception) -> RawInput
             bad = _mistyped(line)
             if bad:
                 return RawInputError(path, key, f"line {i} ({line.get('line_id')}): {bad}")
-    first_key, first_path = next(iter(paths.items()))
-    return RawInputError(first_path, first_key, f"DuckDB could not read the window's raw files: {error}")
+    # DuckDB's message names the file it could not read; blame that one, not the window's first.
+    named = [(k, p) for k, p in paths.items() if str(p) in str(error)]
+    key, path = named[0] if named else (None, None)
+    if key is None:
+        return RawInputError(Path(", ".join(str(p) for p in paths.values())), str(Window.of(min(paths), max(paths))),
+                             f"DuckDB could not read the window's raw files: {error}")
+    return RawInputError(path, key, f"DuckDB could not read this raw file: {error}")
 
 
 def _manifest(path: Path, partition: str, text: str) -> dict[str, Any]:
@@ -116,19 +126,25 @@ def _manifest(path: Path, partition: str, text: str) -> dict[str, Any]:
         raise RawInputError(path, partition, f"manifest lacks {', '.join(missing)}")
     if manifest["partition"] != partition:
         raise RawInputError(path, partition, f"manifest says partition {manifest['partition']}, file name says {partition}")
-    absent = [c for c in CONTROL_NAMES if c not in manifest["controls"]]
+    controls = manifest["controls"]
+    if not isinstance(controls, dict):
+        raise RawInputError(path, partition, "manifest controls are not an object of the six named controls")
+    absent = [c for c in CONTROL_NAMES if controls.get(c) is None]
     if absent:
         raise RawInputError(path, partition, f"manifest controls lack {', '.join(absent)}")
+    mistyped = [c for c in CONTROL_NAMES if isinstance(controls[c], bool) or not isinstance(controls[c], (int, float))]
+    if mistyped:
+        raise RawInputError(path, partition, f"manifest controls {', '.join(mistyped)} are not numbers")
     return manifest
 
 
 def load_window(con: duckdb.DuckDBPyConnection, raw_dir: Path, window: Window) -> list[RawFile]:
-    """Fingerprint and parse the window's raw files into the connection's `raw_lines` table."""
+    """Fingerprint and parse the window's raw files into the scratch table candidate.raw_lines."""
     paths = _locate(raw_dir, window)
     files = [str(p) for p in paths.values()]
     try:
         headers = dict(con.execute(sql.text("raw_manifests"), {"files": files}).fetchall())
-        con.execute(f"create or replace table raw_lines as {sql.text('raw_lines')}", {"files": files})
+        con.execute(f"create or replace table candidate.raw_lines as {sql.text('raw_lines')}", {"files": files})
     except duckdb.Error as exc:
         raise _explain_parse_failure(paths, exc) from exc
     return [
@@ -156,6 +172,9 @@ def profile(con: duckdb.DuckDBPyConnection, raw_files: list[RawFile]) -> tuple[d
         if gaps:
             findings.append(Finding("raw_order_lines_required_fields_present", rf.partition, rf.path,
                                     f"schema_version {rf.manifest.get('schema_version')}: " + "; ".join(gaps)))
+        if fig.get("invalid_values"):
+            findings.append(Finding("raw_order_lines_values_valid", rf.partition, rf.path,
+                                    f"{fig['invalid_values']} lines hold invalid values, e.g. {fig['first_invalid']}"))
         expected = [float(x) for x in rf.controls]
         if fig.get("records", 0) != rf.manifest["records"] or controls != expected:
             findings.append(Finding(

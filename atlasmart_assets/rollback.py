@@ -1,18 +1,62 @@
-"""Undo a correction: restore each partition's previous publication in one commit, recorded as a rollback."""
+"""Undo corrections: restore an earlier publication of each partition in one commit, recorded as a rollback.
+
+Without a target, each partition steps back one version from the content it shows now (a rollback's content is
+the version it restored), so repeated rollbacks walk back through history rather than toggling."""
 
 from __future__ import annotations
 
-from atlasmart_assets import settings, warehouse
-from atlasmart_assets.assets.common import CODE_VERSION
-from atlasmart_assets.window import RunInfo, Window
+import duckdb
+
+from atlasmart_assets.contract import CODE_VERSION
+from atlasmart_assets.resources import Warehouse
+from atlasmart_assets.scope import RunInfo
+from atlasmart_assets.warehouse.ledger import Publication
+from atlasmart_assets.warehouse.publish import publish, restore_candidates
+from atlasmart_assets.window import Window
 
 
-def rollback(start: str, end: str | None, reason: str, run_id: str) -> warehouse.Publication:
+def _row(con: duckdb.DuckDBPyConnection, partition: str, pub_id: str) -> tuple[str | None, str | None, str]:
+    row = con.execute("select prev_publication_id, restored_from, kind from audit.publications "
+                      "where partition_date = $d::date and publication_id = $p", {"d": partition, "p": pub_id}).fetchone()
+    if row is None:
+        raise ValueError(f"publication {pub_id} did not publish partition {partition}")
+    return row[0], row[1], row[2]
+
+
+def targets(wh: Warehouse, window: Window, to_publication: str | None) -> dict[str, str]:
+    """Which publication each partition of the window is restored to."""
+    with wh.reader() as con:
+        now = dict(con.execute("select partition_date::varchar, publication_id from audit.current_publications "
+                               "where partition_date between $start and $end", window.params).fetchall())
+        missing = [p for p in window.keys if p not in now]
+        if missing:
+            raise ValueError(f"cannot roll back {window}: partitions {missing} were never published")
+        if to_publication:
+            for p in window.keys:
+                _row(con, p, to_publication)
+            return {p: to_publication for p in window.keys}
+        out = {}
+        for p in window.keys:
+            _, restored_from, _ = _row(con, p, now[p])
+            shown = restored_from or now[p]
+            prev, _, _ = _row(con, p, shown)
+            if prev is None:
+                raise ValueError(f"cannot roll back {window}: partition {p} shows its first publication ({shown}); "
+                                 "there is nothing earlier to restore")
+            out[p] = prev
+        return out
+
+
+def rollback(wh: Warehouse, start: str, end: str | None, reason: str, run_id: str,
+             to_publication: str | None = None) -> Publication:
     if not reason.strip():
         raise ValueError("a rollback needs a reason (it is recorded in the ledger)")
-    cfg = settings.load()
     window = Window.of(start, end)
-    scratch = warehouse.scratch_path(cfg, run_id)
-    after, targets, now = warehouse.restore_candidates(cfg, scratch, window)
-    return warehouse.publish(cfg, scratch, window, RunInfo(run_id, None, reason), CODE_VERSION, after, now,
-                             kind="rollback", fact_source="fct_restore", mart_source="mart_restore", restored=targets)
+    chosen = targets(wh, window, to_publication)
+    scratch = wh.scratch_path(run_id)
+    try:
+        after, restored, now = restore_candidates(wh, scratch, window, chosen)
+        return publish(wh, scratch, window, RunInfo(run_id, None, reason), CODE_VERSION, after, now,
+                       kind="rollback", restored=restored)
+    finally:
+        wh.drop_scratch(run_id)

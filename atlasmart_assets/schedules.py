@@ -5,7 +5,7 @@ from __future__ import annotations
 import dagster as dg
 
 from atlasmart_assets.jobs import daily_job
-from atlasmart_assets.lanes import CURRENT_LANE_TAGS
+from atlasmart_assets.contract import CURRENT_LANE_TAGS
 
 daily_schedule = dg.build_schedule_from_partitioned_job(
     daily_job,

@@ -1,4 +1,5 @@
-"""Sensors of the code location: Slack alerts on failed checks and runs, and backfill lifecycle notices."""
+"""Sensors of the code location: Slack alerts on failed checks and runs, backfill lifecycle notices, and the
+clearing of correction flags left by runs that ended without publishing."""
 
 import dagster as dg
 
@@ -10,4 +11,4 @@ from atlasmart_assets.alerts.slack import slack_resource
 sensors: list[dg.SensorDefinition] = [check_sensor.build(), run_sensor.build(), lifecycle.build(),
                                       correction_flags.build()]
 
-resources: dict[str, object] = {SLACK_KEY: slack_resource()}
+slack_resources: dict[str, object] = {SLACK_KEY: slack_resource()}

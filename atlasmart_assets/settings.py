@@ -1,4 +1,5 @@
-"""Where AtlasMart reads and writes, from the environment contract (ATLASMART_*), resolved at call time."""
+"""The environment contract (ATLASMART_*): where AtlasMart reads and writes. Runs get it through the warehouse
+resource; the partitions definition and the command line read it directly."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import datetime as dt
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,6 +23,7 @@ class Settings:
     lock_timeout_s: float
     duckdb_memory_limit: str
     backfill_threads: int
+    version_grace_s: float
 
     @property
     def warehouse_path(self) -> Path:
@@ -52,8 +55,14 @@ def _as_of(value: str | None) -> dt.date | None:
         raise ValueError(f"ATLASMART_AS_OF={value!r} is not a YYYY-MM-DD date") from exc
 
 
-def load() -> Settings:
-    env = os.environ
+ENV_NAMES = ("ATLASMART_RAW_DIR", "ATLASMART_DATA_DIR", "ATLASMART_AS_OF", "ATLASMART_START_DATE",
+             "ATLASMART_RETAIN_VERSIONS", "ATLASMART_SHRINK_THRESHOLD", "ATLASMART_LOCK_TIMEOUT_S",
+             "ATLASMART_DUCKDB_MEMORY_LIMIT", "ATLASMART_BACKFILL_THREADS", "ATLASMART_VERSION_GRACE_S")
+
+
+def load(overrides: Mapping[str, str | None] | None = None) -> Settings:
+    """The settings from the environment, with `overrides` (e.g. the warehouse resource's config) winning."""
+    env = {**os.environ, **{k: v for k, v in (overrides or {}).items() if v is not None}}
     return Settings(
         raw_dir=Path(env.get("ATLASMART_RAW_DIR", REPO_ROOT / "raw")).resolve(),
         data_dir=Path(env.get("ATLASMART_DATA_DIR", REPO_ROOT / "var")).resolve(),
@@ -64,4 +73,5 @@ def load() -> Settings:
         lock_timeout_s=float(env.get("ATLASMART_LOCK_TIMEOUT_S", "600")),
         duckdb_memory_limit=env.get("ATLASMART_DUCKDB_MEMORY_LIMIT", "1GB"),
         backfill_threads=int(env.get("ATLASMART_BACKFILL_THREADS", "1")),
+        version_grace_s=float(env.get("ATLASMART_VERSION_GRACE_S", "300")),
     )

@@ -9,10 +9,10 @@ from typing import Any, Iterable, Sequence
 
 import dagster as dg
 
-from atlasmart_assets import partitions, settings, warehouse
-from atlasmart_assets.window import BACKFILL_TAG, LANE_TAG
-
-CURRENT_LANE = "current"
+from atlasmart_assets import partitions
+from atlasmart_assets.contract import CURRENT_LANE
+from atlasmart_assets.resources import Warehouse
+from atlasmart_assets.scope import lane_of
 REPORT_ASSET = dg.AssetKey(["mart", "revenue_daily"])
 
 
@@ -34,13 +34,6 @@ class RunSample:
     @property
     def duration_s(self) -> float | None:
         return None if self.started is None or self.ended is None else self.ended - self.started
-
-
-def lane_of(tags: dict[str, str]) -> str:
-    # A backfill run is in the backfill lane whatever else it carries (dagster.yaml limits dagster/backfill).
-    if BACKFILL_TAG in tags:
-        return "backfill"
-    return CURRENT_LANE if tags.get(LANE_TAG) == CURRENT_LANE else "other"
 
 
 def sample_of(record: Any) -> RunSample:
@@ -110,9 +103,9 @@ def markdown(report: dict[str, dict[str, Any]], newest: str, fresh: float | None
     return "\n".join(lines)
 
 
-def _newest_published_at(newest: str) -> tuple[dt.datetime | None, dt.datetime]:
+def _newest_published_at(wh: Warehouse, newest: str) -> tuple[dt.datetime | None, dt.datetime]:
     """The newest partition's latest publication time and the warehouse clock, on one clock (session time zone)."""
-    with warehouse.connect(settings.load()) as con:
+    with wh.reader() as con:
         row = con.execute("select max(published_at), now()::timestamp from audit.current_publications "
                           "where partition_date = $d::date", {"d": newest}).fetchone()
     return row[0], row[1]
@@ -123,12 +116,12 @@ class SloReportConfig(dg.Config):
 
 
 @dg.op(description="Queue wait and duration (p50/p95) of current-lane runs with/without a backfill; freshness.")
-def slo_report_op(context: dg.OpExecutionContext, config: SloReportConfig) -> None:
+def slo_report_op(context: dg.OpExecutionContext, config: SloReportConfig, warehouse: Warehouse) -> None:
     records = context.instance.get_run_records(limit=config.lookback_runs)
     samples = [sample_of(r) for r in records if r.dagster_run.run_id != context.run_id]
     report = current_lane_report(samples, dt.datetime.now(dt.timezone.utc).timestamp())
     newest = partitions.newest_partition()
-    published_at, now = _newest_published_at(newest)
+    published_at, now = _newest_published_at(warehouse, newest)
     fresh = freshness_s(published_at, now)
     table = markdown(report, newest, fresh)
     context.log.info("SLO report\n" + table)

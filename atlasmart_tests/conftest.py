@@ -13,6 +13,9 @@ import dagster as dg  # noqa: E402
 import pytest  # noqa: E402
 
 from atlasmart_assets import settings  # noqa: E402
+# Load the code location once, before any test changes the environment: the warehouse resource binds (as
+# dg.EnvVar) exactly the ATLASMART_* variables set at load time, as a deployment does.
+from atlasmart_assets import definitions  # noqa: E402,F401
 from atlasmart_tests import state  # noqa: E402
 
 REPO_RAW = Path(__file__).resolve().parent.parent / "raw"

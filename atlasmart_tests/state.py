@@ -8,7 +8,7 @@ import duckdb
 
 from atlasmart_assets.settings import Settings
 
-CONSUMER_TABLES = ("fact.fct_order_lines", "mart.revenue_daily")
+CONSUMER_TABLES = ("staged.order_lines", "fact.fct_order_lines", "mart.revenue_daily")
 
 
 def table_rows(cfg: Settings, table: str, where: str = "true") -> list[tuple]:

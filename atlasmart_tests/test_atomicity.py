@@ -12,9 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from atlasmart_assets import candidates, extracts, generate, settings, warehouse
+from atlasmart_assets import candidates, extracts, generate, settings
 from atlasmart_assets.lab import publish_legacy_incident, run_chain
-from atlasmart_assets.window import RunInfo, Window
+from atlasmart_assets.recovery import recover_on_load
+from atlasmart_assets.resources import Warehouse
+from atlasmart_assets.scope import RunInfo
+from atlasmart_assets.warehouse.connection import attach
+from atlasmart_assets.warehouse.publish import publish
+from atlasmart_assets.window import Window
 from atlasmart_tests import state
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,10 +40,15 @@ def test_reader_sees_all_old_or_all_new(env, instance, tmp_path) -> None:
     old = sum(extracts.read(env, d)["controls"][4] for d in window.keys)
 
     # A correction of every day of the range (every cost + 1), published in one commit.
-    scratch = warehouse.scratch_path(env, "reader-test")
-    warehouse.copy_out(env, scratch, "staged.order_lines", window, "staged")
-    con = warehouse.open_scratch(env, "reader-test")
-    con.execute("update staged set unit_cost = unit_cost + 1")
+    wh = Warehouse()
+    scratch = wh.scratch_path("reader-test")
+    with wh.reader() as rcon:
+        attach(rcon, scratch, "s")
+        rcon.execute("create schema s.candidate")
+        rcon.execute("create table s.candidate.staged_order_lines as select * from staged.order_lines")
+        rcon.execute("detach s")
+    con = wh.open_scratch("reader-test")
+    con.execute("update candidate.staged_order_lines set unit_cost = unit_cost + 1")
     candidates.build(con, window)
     days_after = candidates.days(con, window, {})
     con.close()
@@ -47,7 +57,7 @@ def test_reader_sees_all_old_or_all_new(env, instance, tmp_path) -> None:
     out, stop = tmp_path / "seen.json", tmp_path / "stop"
     reader = _spawn("atlasmart_tests.reader_worker", str(env.data_dir), str(out), str(stop))
     time.sleep(1.0)
-    warehouse.publish(env, scratch, window, RunInfo("reader-test"), "test", days_after)
+    publish(wh, scratch, window, RunInfo("reader-test"), "test", days_after, None)
     time.sleep(1.0)
     stop.touch()
     assert reader.wait(timeout=30) == 0
@@ -71,8 +81,8 @@ def incident_dir(tmp_path_factory) -> Path:
         import dagster as dg
 
         with dg.instance_for_test() as inst:
-            assert run_chain(inst, "2026-09-18", "2026-09-21").success
-        publish_legacy_incident(settings.load())
+            assert run_chain(inst, "2026-09-18", "2026-09-20").success and run_chain(inst, "2026-09-21").success
+        publish_legacy_incident(Warehouse())
     finally:
         for k, v in old.items():
             if v is None:
@@ -82,7 +92,7 @@ def incident_dir(tmp_path_factory) -> Path:
     return base
 
 
-POINTS = ["staged_extracts", "wrote_fact.fct_order_lines", "wrote_mart.revenue_daily", "committed", "swapped",
+POINTS = ["staged_extracts", "wrote_staged.order_lines", "wrote_fact.fct_order_lines", "wrote_mart.revenue_daily", "committed", "swapped",
           "timer:1.5", "timer:3.0"]
 
 
@@ -105,8 +115,13 @@ def test_sigkill_leaves_before_or_after_and_rerun_converges(incident_dir, tmp_pa
             worker.send_signal(signal.SIGKILL)
     code = worker.wait(timeout=120)
 
-    with warehouse.connect(cfg):
-        pass  # the next connection recovers extracts committed but not yet swapped in
+    # A read-only reader in the gap between commit and swap sees the committed tables and the old extracts,
+    # and moves nothing; the code location's start (or the next publish) re-points the extracts.
+    extracts_killed = state.files(cfg.published_dir)
+    with Warehouse().reader() as con:
+        con.execute("select count(*) from audit.current_publications").fetchone()
+    assert state.files(cfg.published_dir) == extracts_killed, "a read moved the extracts"
+    recover_on_load(Warehouse())
     middle = state.content(cfg)
 
     rerun = _spawn("atlasmart_tests.crash_worker", "2026-09-18", "2026-09-20")

@@ -4,67 +4,90 @@ import json
 
 import pytest
 
-from atlasmart_assets import audits, warehouse
-from atlasmart_assets.assets.common import Step
-from atlasmart_assets.assets.fact_mart import CANDIDATE_UNIQUE, CONTROLS_MATCH_RAW, ROW_DELTA, correct
+from atlasmart_assets import audits
 from atlasmart_assets.checks.published import published_fact_unique, published_mart_matches_fact
+from atlasmart_assets.correction import (
+    CANDIDATE_UNIQUE,
+    CONTROLS_MATCH_RAW,
+    MART_MATCHES_FACT,
+    ROW_DELTA,
+    STAGED_UNIQUE,
+    correct,
+)
 from atlasmart_assets.lab import run_chain
-from atlasmart_assets.window import RunInfo, Window
+from atlasmart_assets.resources import Warehouse
+from atlasmart_assets.scope import RunInfo, RunScope
+from atlasmart_assets.window import Window
 from atlasmart_tests import state
 
 DAY = "2026-09-19"
 
 
-def test_row_delta_verdicts() -> None:
-    first = audits.row_delta("c", ("a",), {"d": 10}, {}, 0.2)
-    same = audits.row_delta("c", ("a",), {"d": 10}, {"d": 10}, 0.2)
-    grew = audits.row_delta("c", ("a",), {"d": 11}, {"d": 10}, 0.2)
-    doubled = audits.row_delta("c", ("a",), {"d": 20}, {"d": 10}, 0.2)
-    shrunk = audits.row_delta("c", ("a",), {"d": 7}, {"d": 10}, 0.2)
+def test_row_count_unchanged_is_one_property() -> None:
+    first = audits.row_count_unchanged("c", ("a",), {"d": 10}, {})
+    same = audits.row_count_unchanged("c", ("a",), {"d": 10}, {"d": 10})
+    grew = audits.row_count_unchanged("c", ("a",), {"d": 11}, {"d": 10})
     assert first.passed and same.passed
     assert not grew.passed and grew.severity == audits.WARN and not grew.blocks
-    assert doubled.blocks and "doubled" in doubled.description
-    assert shrunk.blocks and "shrank" in shrunk.description
+
+
+def test_row_delta_within_bounds_is_one_property() -> None:
+    def bounded(after: int, before: int | None, accept: str | None = None) -> audits.Audit:
+        return audits.row_delta_within_bounds("c", ("a",), {"d": after}, {"d": before} if before else {}, 0.2, accept)
+
+    assert bounded(10, None).passed and bounded(11, 10).passed and bounded(9, 10).passed
+    assert bounded(11, 10).severity == audits.ERROR, "a change within bounds passes the ERROR check"
+    assert bounded(20, 10).blocks and "doubled" in bounded(20, 10).description
+    assert bounded(7, 10).blocks and "shrank" in bounded(7, 10).description
+    assert "atlasmart/accept_shrink" in bounded(7, 10).description
+    accepted = bounded(7, 10, "source retracted 3 test orders")
+    assert accepted.passed and "source retracted" in accepted.description
+    assert bounded(20, 10, "any reason").blocks, "accepting a shrink never accepts a doubling"
 
 
 CRAFTS = {
-    "duplicated_line": ("insert into staged select * from staged limit 1", CANDIDATE_UNIQUE),
-    "doubled_partition": ("insert into staged select * replace (line_id || '-copy' as line_id) from staged", ROW_DELTA),
-    "shrunk_partition": ("delete from staged where line_id in (select line_id from staged order by line_id limit 6)",
-                         ROW_DELTA),
-    "control_mismatch": ("update staged set quantity = quantity + 1 where line_id = (select min(line_id) from staged)",
-                         CONTROLS_MATCH_RAW),
+    "duplicated_staged_line": ("insert into candidate.staged_order_lines select * from candidate.staged_order_lines "
+                               "limit 1", {STAGED_UNIQUE, CANDIDATE_UNIQUE}),
+    "doubled_partition": ("insert into candidate.staged_order_lines select * replace (line_id || '-copy' as line_id) "
+                          "from candidate.staged_order_lines", {ROW_DELTA}),
+    "shrunk_partition": ("delete from candidate.staged_order_lines where line_id in (select line_id from "
+                         "candidate.staged_order_lines order by line_id limit 6)", {ROW_DELTA}),
+    "control_mismatch": ("update candidate.staged_order_lines set quantity = quantity + 1 where line_id = "
+                         "(select min(line_id) from candidate.staged_order_lines)", {CONTROLS_MATCH_RAW}),
 }
+
+
+def _scope(run_id: str, window: Window, backfill: str | None = None) -> RunScope:
+    return RunScope(window, RunInfo(run_id, backfill), "backfill" if backfill else "other", "2026-09-21", None)
+
+
+def _craft(sql_text: str):  # noqa: ANN202
+    return lambda con: con.execute(sql_text)
 
 
 @pytest.mark.parametrize("craft", sorted(CRAFTS))
 def test_crafted_candidate_fails_its_audit_and_publishes_nothing(env, instance, craft) -> None:
     assert run_chain(instance, "2026-09-18", "2026-09-20").success
     before = state.snapshot(env)
-    window, run_id = Window.of(DAY), f"crafted-{craft}"
-    scratch = warehouse.scratch_path(env, run_id)
-    env.scratch_dir.mkdir(parents=True, exist_ok=True)
-    warehouse.copy_out(env, scratch, "staged.order_lines", window, "staged")
-    con = warehouse.open_scratch(env, run_id)
-    con.execute(CRAFTS[craft][0])
-    con.close()
+    run_id = f"crafted-{craft}"
+    outcome = correct(Warehouse(), _scope(run_id, Window.of(DAY), "bf-crafted"), lambda _: True,
+                      adjust_staged=_craft(CRAFTS[craft][0]))
 
-    results, publication, _ = correct(Step(env, window, RunInfo(run_id, "bf-crafted")))
-
-    failed = {a.check for a in results if a.blocks}
-    assert CRAFTS[craft][1] in failed, results
-    assert publication is None
+    failed = {a.check for a in outcome.audits if a.blocks}
+    assert CRAFTS[craft][1] <= failed, outcome.audits
+    assert outcome.publication is None
+    # Staged, fact, mart, the ledger and the extracts: byte-identical after a refused fact-level audit.
     assert state.snapshot(env) == before
+    with Warehouse().reader() as con:
+        assert con.execute("select count(*) from audit.corrections_in_progress").fetchone()[0] == 0
 
 
 def test_good_candidate_passes_every_audit(env, instance) -> None:
     assert run_chain(instance, "2026-09-18", "2026-09-20").success
-    run_id = "good"
-    scratch = warehouse.scratch_path(env, run_id)
-    warehouse.copy_out(env, scratch, "staged.order_lines", Window.of(DAY), "staged")
-    results, publication, _ = correct(Step(env, Window.of(DAY), RunInfo(run_id)))
-    assert all(a.passed for a in results), results
-    assert publication is not None and publication.changed == []
+    outcome = correct(Warehouse(), _scope("good", Window.of(DAY)), lambda _: True)
+    assert all(a.passed for a in outcome.audits), outcome.audits
+    assert {a.check for a in outcome.audits} >= {STAGED_UNIQUE, CANDIDATE_UNIQUE, MART_MATCHES_FACT}
+    assert outcome.publication is not None and outcome.publication.changed == []
 
 
 def _check(result, name):
@@ -103,11 +126,12 @@ def test_mutated_raw_fails_loudly(env, instance) -> None:
 def test_published_checks_catch_another_writer(env, instance) -> None:
     assert run_chain(instance, "2026-09-18", "2026-09-20").success
     window = Window.of("2026-09-18", "2026-09-20")
-    assert published_fact_unique(env, window).passed and published_mart_matches_fact(env, window).passed
-    with warehouse.connect(env) as con:
+    wh = Warehouse()
+    assert published_fact_unique(wh, window).passed and published_mart_matches_fact(wh, window).passed
+    with wh.writer() as con:
         con.execute("insert into fact.fct_order_lines select * from fact.fct_order_lines "
                     "where partition_date = '2026-09-19' limit 1")
         con.execute("update mart.revenue_daily set gmv = gmv + 1 where partition_date = '2026-09-20'")
-    dup, drift = published_fact_unique(env, window), published_mart_matches_fact(env, window)
+    dup, drift = published_fact_unique(wh, window), published_mart_matches_fact(wh, window)
     assert dup.blocks and dup.figures["duplicate_line_ids"]["2026-09-19"] == 1
     assert drift.blocks and "2026-09-20" in drift.figures["mismatches"]

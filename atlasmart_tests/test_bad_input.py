@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from atlasmart_assets import generate
 from atlasmart_assets.lab import run_chain
 from atlasmart_tests import state
 
@@ -45,11 +46,71 @@ def _controls_disagree(path):
     path.write_text(json.dumps(doc))
 
 
+def _edit_line(field: str, value, reconcile: bool = True):  # noqa: ANN001, ANN202
+    """Set one line's field; with `reconcile`, the manifest agrees (so only the value's own audit can see it)."""
+    def damage(path):  # noqa: ANN001, ANN202
+        doc = json.loads(path.read_text())
+        doc["lines"][2][field] = value
+        if reconcile:
+            doc["manifest"]["controls"] = generate.controls_of(
+                [{**line, "quantity": int(float(line["quantity"])), "unit_price": float(line["unit_price"]),
+                  "unit_cost": float(line["unit_cost"])} for line in doc["lines"]])
+        path.write_text(json.dumps(doc))
+    damage.__name__ = f"_{field}_{value}"
+    return damage
+
+
+def _not_utf8(path):
+    path.write_bytes(path.read_bytes().replace(b"SKU-", b"SKU\xff", 1))
+
+
+def _null_control(path):
+    doc = json.loads(path.read_text())
+    doc["manifest"]["controls"]["gmv"] = None
+    path.write_text(json.dumps(doc))
+
+
+def _line_of_another_day(path):
+    """A line whose line_id is already published for 2026-09-18, delivered again in this day's file."""
+    doc = json.loads(path.read_text())
+    other = json.loads((path.parent / "partition=2026-09-18.json").read_text())["lines"][0]
+    doc["lines"].append({**other, "event_time": doc["lines"][0]["event_time"]})
+    doc["manifest"]["records"] += 1
+    doc["manifest"]["controls"] = generate.controls_of(doc["lines"])
+    path.write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize("damage, problem", [
+    (_edit_line("quantity", "2"), 'quantity "2" is not an integer'),
+    (_edit_line("quantity", 2.0), "quantity 2.0 is not an integer"),
+    (_edit_line("quantity", -1), "quantity -1 is not positive"),
+    (_edit_line("unit_price", 10.555), "unit_price 10.555 is not money"),
+    (_edit_line("event_time", "2026-09-20T03:00:00Z"), "is not on partition day 2026-09-19"),
+    (_not_utf8, "not valid UTF-8"),
+    (_null_control, "manifest controls lack gmv"),
+    (_line_of_another_day, "line_ids on more than one day"),
+])
+def test_silent_bad_data_is_refused_naming_the_file(env, instance, damage, problem) -> None:
+    assert run_chain(instance, "2026-09-18").success
+    assert run_chain(instance, "2026-09-20").success
+    before = state.snapshot(env)
+    path = env.raw_dir / f"partition={DAY}.json"
+    damage(path)
+    for start, end in ((DAY, None), ("2026-09-18", "2026-09-20")):
+        result = run_chain(instance, start, end, {"dagster/backfill": "bf-bad"} if end else None)
+        assert not result.success
+        text = _failure_text(result)
+        assert DAY in text and problem in text, text
+        if damage is not _line_of_another_day:
+            assert str(path) in text, text
+        assert state.snapshot(env) == before
+
+
 @pytest.mark.parametrize("damage, problem", [
     (_drop_file, "raw file is missing"),
     (_malformed, "malformed JSON"),
     (_missing_field, "lack unit_cost"),
-    (_mistyped_value, "quantity 'two' is not an integer"),
+    (_mistyped_value, 'quantity "two" is not an integer'),
     (_controls_disagree, "manifest says"),
 ])
 def test_bad_input_names_file_partition_problem_and_changes_nothing(env, instance, damage, problem) -> None:

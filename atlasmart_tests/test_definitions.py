@@ -5,7 +5,7 @@ import datetime as dt
 import dagster as dg
 
 from atlasmart_assets.definitions import defs
-from atlasmart_assets.window import LANE_TAG
+from atlasmart_assets.contract import LANE_TAG
 
 
 def test_definitions_load_with_contract_asset_keys() -> None:

@@ -17,8 +17,8 @@ import dagster as dg
 import pytest
 
 from atlasmart_assets import slo
-from atlasmart_assets.extracts import CONTROL_NAMES
-from atlasmart_assets.lanes import CURRENT_LANE_TAGS
+from atlasmart_assets.contract import CONTROL_NAMES
+from atlasmart_assets.contract import CURRENT_LANE_TAGS
 from atlasmart_tests.deployment import (
     FINISHED,
     Deployment,
@@ -137,7 +137,7 @@ def test_lanes_hold_and_the_fence_refuses_from_a_real_deployment(dep: Deployment
     assert all(r.dagster_run.status.value == "SUCCESS" for r in current), [
         (r.dagster_run.tags["dagster/partition"], r.dagster_run.status.value) for r in current]
     assert [r.dagster_run.status.value for r in first_runs + second_runs] == ["SUCCESS", "SUCCESS"]
-    assert publish_holds, "fact_and_mart recorded no publish_lock_hold_s"
+    assert publish_holds, "the correction recorded no publish_lock_hold_s"
     # The backfill's heavy work runs in scratch: the warehouse lock is held in short bursts, not for the run.
     assert backfill_holds, f"no lock hold seen for backfill pids {backfill_pids}"
     assert max(backfill_holds) < 0.25 * backfill_s and sum(backfill_holds) < 0.5 * backfill_s, backfill_holds
@@ -162,7 +162,7 @@ def test_lanes_hold_and_the_fence_refuses_from_a_real_deployment(dep: Deployment
                   for k in ("with", "without")}
     print(f"\n[lanes] 30-day backfill run: {backfill_s:.1f}s; warehouse lock held by it {len(backfill_holds)} times, "
           f"longest {max(backfill_holds):.3f}s, total {sum(backfill_holds):.3f}s (/proc/locks, 10 ms poll); "
-          f"fact_and_mart publish_lock_hold_s = {publish_holds}")
+          f"correction publish_lock_hold_s = {publish_holds}")
     print(f"[lanes] current runs without backfill: {alone}")
     print(f"[lanes] current runs with backfill:    {beside}")
     print(f"[lanes] ratio with/without: run duration p50 {ratio:.2f}, enqueue-to-end p50 "

@@ -9,19 +9,21 @@ import time
 from pathlib import Path
 
 from atlasmart_assets import extracts, generate, lab, plan
+from atlasmart_assets.assets.graph import asset_graph
 from atlasmart_assets.lab import run_chain
+from atlasmart_assets.resources import Warehouse
 from atlasmart_tests import state
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def test_plan_predicts_the_publication_and_writes_nothing(env, instance) -> None:
-    assert run_chain(instance, "2026-09-17", "2026-09-21").success
-    lab.publish_legacy_incident(env)
+    assert run_chain(instance, "2026-09-17", "2026-09-20").success and run_chain(instance, "2026-09-21").success
+    lab.publish_legacy_incident(Warehouse())
     before = state.snapshot(env)
     raw_before = state.table_rows(env, "raw.order_lines")
 
-    p = plan.make("2026-09-18", "2026-09-21", ["fact/fct_order_lines"])
+    p = plan.make(Warehouse(), asset_graph(), "2026-09-18", "2026-09-21", ["fact/fct_order_lines"])
 
     assert state.snapshot(env) == before and state.table_rows(env, "raw.order_lines") == raw_before
     assert p.in_scope == ["2026-09-18", "2026-09-19", "2026-09-20"] and p.refused == ["2026-09-21"]
@@ -35,9 +37,14 @@ def test_plan_predicts_the_publication_and_writes_nothing(env, instance) -> None
 
     result = run_chain(instance, "2026-09-18", "2026-09-20", {"dagster/backfill": "bf-planned"})
     assert result.success
-    marts = [m for m in result.asset_materializations_for_node("fact_and_mart") if m.asset_key.path[0] == "mart"]
-    assert marts and all(m.metadata["change_chart"].value.startswith(
-        "![rows, gmv and cost before/after](data:image/png;base64,") for m in marts)
+    marts = [m for m in result.asset_materializations_for_node("correction") if m.asset_key.path[0] == "mart"]
+    charts = [m for m in marts if "change_chart" in m.metadata]
+    assert len(marts) == 3 and len(charts) == 1, "the run-wide chart is attached once, not to every partition"
+    assert charts[0].metadata["change_chart"].value.startswith("![rows, gmv and cost before/after](data:image/png;base64,")
+    facts = {m.partition: m for m in result.asset_materializations_for_node("correction") if m.asset_key.path[0] == "fact"}
+    for day, predicted in p.impact.items():
+        assert facts[day].metadata["dagster/row_count"].value == predicted.rows_after, "per-partition row count"
+        assert facts[day].metadata["sha256"].value == predicted.sha256_after
     for day, predicted in p.impact.items():
         published = extracts.read(env, day)
         assert published["controls"] == predicted.controls_after and published["sha256"] == predicted.sha256_after

@@ -19,8 +19,8 @@ import duckdb
 import pytest
 from playwright.sync_api import expect
 
-from atlasmart_assets.extracts import CONTROL_NAMES
-from atlasmart_assets.lanes import CURRENT_LANE_TAGS
+from atlasmart_assets.contract import CONTROL_NAMES
+from atlasmart_assets.contract import CURRENT_LANE_TAGS
 from atlasmart_tests.deployment import (
     FINISHED,
     LAUNCH_RUN,
@@ -114,10 +114,10 @@ def test_operator_backfills_history_from_the_ui_and_sees_the_fence(tmp_path: Pat
     print(f"\n[ui] screenshots: {shots}")
 
     with deployment(tmp_path / "deployment", walk_env) as dep:
-        # What the daily lane leaves behind: the newest day published, and raw + staged loaded for history,
-        # so the fact's partitions have their upstream (the UI otherwise warns "Upstream data missing").
+        # What the daily lane leaves behind: the newest day published, and raw loaded for history, so the
+        # correction's partitions have their upstream (the UI otherwise warns "Upstream data missing").
         current = dep.launch_run(JOB, {**CURRENT_LANE_TAGS, "dagster/partition": NEWEST})
-        staged = launch_ranged(dep, [["raw", "order_lines"], ["staged", "order_lines"]], *HISTORY, CURRENT_LANE_TAGS)
+        staged = launch_ranged(dep, [["raw", "order_lines"]], *HISTORY, CURRENT_LANE_TAGS)
         loaded = wait_runs_finished(dep, [current, staged], timeout_s=90)
         assert [r.dagster_run.status.value for r in loaded] == ["SUCCESS", "SUCCESS"], dep.log_tail()
         newest_before = newest_extract.read_bytes()

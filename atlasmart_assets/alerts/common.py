@@ -8,11 +8,9 @@ from typing import Any, Mapping
 import dagster as dg
 
 from atlasmart_assets.alerts.slack import NO_TOKEN_REASON, AtlasSlack
+from atlasmart_assets.scope import window_from_tags
 
 BATCH = 20
-RANGE_START_TAG = "dagster/asset_partition_range_start"
-RANGE_END_TAG = "dagster/asset_partition_range_end"
-PARTITION_TAG = "dagster/partition"
 SLACK_KEY = "slack"
 
 
@@ -26,12 +24,11 @@ def dump_cursor(state: Mapping[str, Any]) -> str:
 
 def partitions_of(tags: Mapping[str, str]) -> str:
     """The partition or inclusive range a run targets, from its tags ('' when it names none)."""
-    if PARTITION_TAG in tags:
-        return tags[PARTITION_TAG]
-    start, end = tags.get(RANGE_START_TAG), tags.get(RANGE_END_TAG)
-    if start and end:
-        return start if start == end else f"{start}..{end}"
-    return ""
+    try:
+        window = window_from_tags(tags)
+    except ValueError:
+        return ""
+    return str(window) if window else ""
 
 
 def skip_unless_configured(slack: AtlasSlack) -> dg.SkipReason | None:

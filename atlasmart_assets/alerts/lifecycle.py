@@ -6,7 +6,6 @@ only after Slack accepted it, and "done" is never sent before "started"."""
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import json
 from pathlib import Path
@@ -14,11 +13,11 @@ from typing import Any, Sequence
 
 import dagster as dg
 
-from atlasmart_assets import settings, warehouse
+from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.alerts import format as fmt
 from atlasmart_assets.alerts.common import BATCH, SLACK_KEY, dump_cursor, load_cursor, partitions_of, skip_unless_configured
 from atlasmart_assets.alerts.slack import AtlasSlack, SlackPostError
-from atlasmart_assets.window import BACKFILL_TAG, REASON_TAG
+from atlasmart_assets.contract import BACKFILL_TAG, REASON_TAG
 
 ROLLBACK_JOB = "rollback_job"
 KEEP_ROLLBACKS = 500
@@ -30,10 +29,10 @@ LEDGER_COLUMNS = ("partition_date, publication_id, kind, rows_before, rows_after
                   "sha256_before, sha256_after, changed, restored_from")
 
 
-def _cfg() -> settings.Settings:
-    cfg = settings.load()
+def _reader():  # noqa: ANN202 - a context manager of a read-only connection
+    wh = Warehouse()
     # A sensor tick has a deadline; a run holding the warehouse lock longer just delays the notice a tick.
-    return dataclasses.replace(cfg, lock_timeout_s=min(cfg.lock_timeout_s, LEDGER_LOCK_TIMEOUT_S))
+    return wh.reader(timeout_s=min(wh.settings.lock_timeout_s, LEDGER_LOCK_TIMEOUT_S))
 
 
 def _change(row: Sequence[Any]) -> fmt.PartitionChange:
@@ -46,7 +45,7 @@ def _change(row: Sequence[Any]) -> fmt.PartitionChange:
 def ledger_changes(column: str, value: str, kind: str) -> list[fmt.PartitionChange]:
     """Ledger rows of one backfill (column='backfill_id') or one run (column='run_id'), per partition."""
     assert column in ("backfill_id", "run_id")
-    with warehouse.connect(_cfg()) as con:
+    with _reader() as con:
         rows = con.execute(f"select {LEDGER_COLUMNS} from audit.publications where {column} = $v and kind = $kind "
                            "order by partition_date, seq", {"v": value, "kind": kind}).fetchall()
     return [_change(r) for r in rows]
@@ -58,7 +57,7 @@ def neighbours(changes: Sequence[fmt.PartitionChange], backfill_id: str) -> list
         return []
     days = sorted(dt.date.fromisoformat(c.partition) for c in changes)
     around = [days[0] - dt.timedelta(days=1), days[-1] + dt.timedelta(days=1)]
-    with warehouse.connect(_cfg()) as con:
+    with _reader() as con:
         rows = con.execute("select partition_date, publication_id, sha256_after, backfill_id "
                            "from audit.current_publications where partition_date in ($a, $b)",
                            {"a": around[0], "b": around[1]}).fetchall()
@@ -71,7 +70,7 @@ def undone_backfills(changes: Sequence[fmt.PartitionChange]) -> list[str]:
     """Which backfills published the versions a rollback replaced."""
     if not changes:
         return []
-    with warehouse.connect(_cfg()) as con:
+    with _reader() as con:
         rows = con.execute("select distinct p.backfill_id from audit.publications r join audit.publications p "
                            "on p.publication_id = r.prev_publication_id and p.partition_date = r.partition_date "
                            "where r.publication_id = $pub and p.backfill_id is not null",
@@ -80,7 +79,7 @@ def undone_backfills(changes: Sequence[fmt.PartitionChange]) -> list[str]:
 
 
 def write_notice(backfill_id: str, text: str) -> Path:
-    path = settings.load().notices_dir / f"{backfill_id}.md"
+    path = Warehouse().settings.notices_dir / f"{backfill_id}.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".md.tmp")
     tmp.write_text(text)

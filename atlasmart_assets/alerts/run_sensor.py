@@ -11,7 +11,7 @@ import dagster as dg
 from atlasmart_assets.alerts import format as fmt
 from atlasmart_assets.alerts.common import BATCH, SLACK_KEY, dump_cursor, load_cursor, partitions_of, skip_unless_configured
 from atlasmart_assets.alerts.slack import AtlasSlack, SlackPostError
-from atlasmart_assets.window import BACKFILL_TAG, REASON_TAG
+from atlasmart_assets.contract import BACKFILL_TAG, REASON_TAG
 
 MAX_ERRORS = 3
 

@@ -1,1 +1,1 @@
-"""Assets by layer: raw, staged, fact + mart (published together)."""
+"""Assets by layer: raw evidence, and the correction (staged + fact + mart, published together)."""

@@ -1,12 +1,13 @@
-"""One select per model; `text(name)` returns the body of `name.sql`."""
+"""One select per model; `text(name)` returns the body of `name.sql`; `migrations()` the numbered schema changes."""
 
 from __future__ import annotations
 
 import functools
-import hashlib
+import re
 from pathlib import Path
 
 SQL_DIR = Path(__file__).resolve().parent
+MIGRATION = re.compile(r"^(\d{3})_([a-z0-9_]+)\.sql$")
 
 
 @functools.cache
@@ -15,9 +16,15 @@ def text(name: str) -> str:
 
 
 @functools.cache
-def fingerprint(name: str | None = None) -> str:
-    """A short hash of one model (or of every model: part of the code version recorded with each publication)."""
-    digest = hashlib.sha256()
-    for path in sorted(SQL_DIR.glob(f"{name or '*'}.sql")):
-        digest.update(path.name.encode() + path.read_bytes())
-    return digest.hexdigest()[:12]
+def migrations() -> tuple[tuple[int, str, str], ...]:
+    """(number, name, body) of every migration, in order; numbers are unique and never reused."""
+    found = []
+    for path in sorted((SQL_DIR / "migrations").glob("*.sql")):
+        match = MIGRATION.match(path.name)
+        if not match:
+            raise RuntimeError(f"{path}: a migration is named NNN_snake_case.sql")
+        found.append((int(match.group(1)), match.group(2), path.read_text()))
+    numbers = [n for n, _, _ in found]
+    if len(set(numbers)) != len(numbers):
+        raise RuntimeError(f"duplicate migration numbers in {SQL_DIR / 'migrations'}: {numbers}")
+    return tuple(found)

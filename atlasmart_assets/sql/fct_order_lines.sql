@@ -1,6 +1,6 @@
 -- One row per order line (business key line_id) with its money figures.
 with staged as (
-    select * from staged
+    select * from candidate.staged_order_lines
     where partition_date between $start and $end
 ),
 

@@ -1,10 +1,10 @@
--- Per day: line ids a correction would add, remove or change, comparing fct_candidate with fct_published.
+-- Per day: line ids a correction would add, remove or change, comparing the candidate fact with the published one.
 with candidate as (
-    select * from fct_candidate
+    select * from candidate.fct_order_lines
 ),
 
 published as (
-    select * from fct_published
+    select * from candidate.fct_published
 ),
 
 paired as (

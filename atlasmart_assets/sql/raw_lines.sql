@@ -1,5 +1,7 @@
 -- Order lines exactly as received, one row per record, for the files in $files. An absent field reads as
--- null (the profile counts it); a value of the wrong type fails the read (raw_files explains which).
+-- null (the profile counts it). Numbers are read as JSON and typed strictly: an integer field holding "2" or
+-- 2.0, money with more than two decimals, a non-positive quantity or an event_time on another day is named in
+-- `problem` (the profile turns it into a blocking finding); a value that is not JSON at all fails the read.
 with docs as (
     select
         filename,
@@ -12,12 +14,12 @@ with docs as (
         maximum_object_size = 67108864,
         columns = {
             manifest: 'struct(partition varchar, extraction_batch varchar)',
-            lines: 'struct(line_id varchar, order_id varchar, customer_id varchar, sku varchar, quantity bigint, unit_price decimal(18, 2), unit_cost decimal(18, 2), event_time timestamptz, source_sequence bigint)[]'
+            lines: 'struct(line_id varchar, order_id varchar, customer_id varchar, sku varchar, quantity json, unit_price json, unit_cost json, event_time timestamptz, source_sequence json)[]'
         }
     )
 ),
 
-final as (
+typed as (
     select
         docs.filename as file,
         cast(docs.manifest.partition as date) as partition_date,
@@ -26,12 +28,55 @@ final as (
         line.order_id,
         line.customer_id,
         line.sku,
-        line.quantity,
-        line.unit_price,
-        line.unit_cost,
-        timezone('UTC', line.event_time) as event_time,
-        line.source_sequence
+        line.quantity as quantity_json,
+        line.unit_price as price_json,
+        line.unit_cost as cost_json,
+        line.source_sequence as sequence_json,
+        timezone('UTC', line.event_time) as event_time
     from docs, unnest(docs.lines) as u(line)
+),
+
+checked as (
+    select
+        *,
+        coalesce(json_type(quantity_json), 'NULL') in ('BIGINT', 'UBIGINT') as quantity_ok,
+        coalesce(json_type(sequence_json), 'NULL') in ('BIGINT', 'UBIGINT') as sequence_ok,
+        coalesce(json_type(price_json), 'NULL') in ('BIGINT', 'UBIGINT', 'DOUBLE')
+        and round(cast(price_json as double), 2) = cast(price_json as double) as price_ok,
+        coalesce(json_type(cost_json), 'NULL') in ('BIGINT', 'UBIGINT', 'DOUBLE')
+        and round(cast(cost_json as double), 2) = cast(cost_json as double) as cost_ok
+    from typed
+),
+
+final as (
+    select
+        file,
+        partition_date,
+        extraction_batch,
+        line_id,
+        order_id,
+        customer_id,
+        sku,
+        case when quantity_ok then cast(quantity_json as bigint) end as quantity,
+        case when price_ok then cast(cast(price_json as double) as decimal(18, 2)) end as unit_price,
+        case when cost_ok then cast(cast(cost_json as double) as decimal(18, 2)) end as unit_cost,
+        event_time,
+        case when sequence_ok then cast(sequence_json as bigint) end as source_sequence,
+        nullif(concat_ws('; ',
+            case when quantity_json is not null and json_type(quantity_json) <> 'NULL' and not quantity_ok
+                then 'quantity ' || cast(quantity_json as varchar) || ' is not an integer' end,
+            case when quantity_ok and cast(quantity_json as bigint) <= 0
+                then 'quantity ' || cast(quantity_json as varchar) || ' is not positive (a return arrives as a retraction)' end,
+            case when sequence_json is not null and json_type(sequence_json) <> 'NULL' and not sequence_ok
+                then 'source_sequence ' || cast(sequence_json as varchar) || ' is not an integer' end,
+            case when price_json is not null and json_type(price_json) <> 'NULL' and not price_ok
+                then 'unit_price ' || cast(price_json as varchar) || ' is not money (a number with at most two decimals)' end,
+            case when cost_json is not null and json_type(cost_json) <> 'NULL' and not cost_ok
+                then 'unit_cost ' || cast(cost_json as varchar) || ' is not money (a number with at most two decimals)' end,
+            case when cast(event_time as date) <> partition_date
+                then 'event_time ' || cast(event_time as varchar) || ' is not on partition day ' || cast(partition_date as varchar) end
+        ), '') as problem
+    from checked
 )
 
 select * from final

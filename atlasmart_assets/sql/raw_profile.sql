@@ -1,6 +1,6 @@
 -- Per file: records, required fields missing, and control totals over the latest version of each line.
 with lines as (
-    select * from raw_lines
+    select * from candidate.raw_lines
 ),
 
 latest as (
@@ -17,11 +17,13 @@ shape as (
         count(*) filter (where order_id is null) as missing_order_id,
         count(*) filter (where customer_id is null) as missing_customer_id,
         count(*) filter (where sku is null) as missing_sku,
-        count(*) filter (where quantity is null) as missing_quantity,
-        count(*) filter (where unit_price is null) as missing_unit_price,
-        count(*) filter (where unit_cost is null) as missing_unit_cost,
+        count(*) filter (where quantity is null and problem is null) as missing_quantity,
+        count(*) filter (where unit_price is null and problem is null) as missing_unit_price,
+        count(*) filter (where unit_cost is null and problem is null) as missing_unit_cost,
         count(*) filter (where event_time is null) as missing_event_time,
-        count(*) filter (where source_sequence is null) as missing_source_sequence
+        count(*) filter (where source_sequence is null and problem is null) as missing_source_sequence,
+        count(*) filter (where problem is not null) as invalid_values,
+        min(line_id || ': ' || problem) filter (where problem is not null) as first_invalid
     from lines
     group by file
 ),

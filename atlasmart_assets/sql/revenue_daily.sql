@@ -1,6 +1,6 @@
 -- One row per day x country x tier.
 with fct as (
-    select * from fct_candidate
+    select * from candidate.fct_order_lines
 ),
 
 final as (

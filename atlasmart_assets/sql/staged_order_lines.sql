@@ -1,11 +1,11 @@
 -- One row per line id and day: the latest source sequence wins, joined to the customer version valid at order time.
 with lines as (
-    select * from raw_lines
+    select * from candidate.raw_lines
     where partition_date between $start and $end
 ),
 
 customers as (
-    select * from customers
+    select * from candidate.customers
 ),
 
 latest as (

@@ -1,3 +1,4 @@
+-- The schema of the first release (raw, staged, fact, mart, the ledger, retained history).
 create schema if not exists raw;
 create schema if not exists staged;
 create schema if not exists fact;
@@ -5,7 +6,7 @@ create schema if not exists mart;
 create schema if not exists audit;
 create schema if not exists history;
 
-create table if not exists raw.order_lines (
+create table raw.order_lines (
     partition_date date not null,
     line_id varchar,
     order_id varchar,
@@ -19,7 +20,7 @@ create table if not exists raw.order_lines (
     extraction_batch varchar
 );
 
-create table if not exists raw.manifests (
+create table raw.manifests (
     partition_date date primary key,
     file varchar not null,
     sha256 varchar not null,
@@ -34,7 +35,7 @@ create table if not exists raw.manifests (
     first_run_id varchar
 );
 
-create table if not exists staged.order_lines (
+create table staged.order_lines (
     partition_date date not null,
     line_id varchar not null,
     order_id varchar not null,
@@ -50,7 +51,7 @@ create table if not exists staged.order_lines (
     source_sequence bigint not null
 );
 
-create table if not exists fact.fct_order_lines (
+create table fact.fct_order_lines (
     partition_date date not null,
     line_id varchar not null,
     order_id varchar not null,
@@ -68,7 +69,7 @@ create table if not exists fact.fct_order_lines (
     source_sequence bigint not null
 );
 
-create table if not exists mart.revenue_daily (
+create table mart.revenue_daily (
     partition_date date not null,
     country varchar not null,
     tier varchar not null,
@@ -80,9 +81,9 @@ create table if not exists mart.revenue_daily (
     gross_profit decimal(18, 2) not null
 );
 
-create sequence if not exists audit.publication_seq;
+create sequence audit.publication_seq;
 
-create table if not exists audit.publications (
+create table audit.publications (
     seq bigint not null,
     publication_id varchar not null,
     partition_date date not null,
@@ -113,7 +114,7 @@ select *
 from audit.publications
 qualify row_number() over (partition by partition_date order by seq desc) = 1;
 
-create table if not exists audit.corrections_in_progress (
+create table audit.corrections_in_progress (
     partition_date date primary key,
     backfill_id varchar,
     run_id varchar not null,
@@ -121,10 +122,10 @@ create table if not exists audit.corrections_in_progress (
     since timestamp not null
 );
 
-create table if not exists history.fct_order_lines as
+create table history.fct_order_lines as
 select cast(null as varchar) as publication_id, * from fact.fct_order_lines with no data;
 
-create table if not exists history.revenue_daily as
+create table history.revenue_daily as
 select cast(null as varchar) as publication_id, * from mart.revenue_daily with no data;
 
 create or replace view mart.revenue_daily_v as

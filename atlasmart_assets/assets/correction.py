@@ -1,0 +1,109 @@
+"""staged.order_lines + fact.fct_order_lines + mart.revenue_daily (+ the published extracts): one multi-asset, so
+that a correction builds candidates, audits them and commits all three layers and the ledger at once."""
+
+
+import json
+from typing import Any, Callable, Iterator
+
+import dagster as dg
+
+from atlasmart_assets import correction
+from atlasmart_assets.assets.common import BACKFILL_POLICY, CODE_VERSION, KINDS, SCRATCH_MAX_AGE_S, check_result, refuse
+from atlasmart_assets.assets.raw import customers, raw_order_lines
+from atlasmart_assets.assets.schemas import FACT_SCHEMA, MART_SCHEMA, STAGED_SCHEMA
+from atlasmart_assets.contract import FCT_ORDER_LINES, OWNERS, REVENUE_DAILY, STAGED_ORDER_LINES
+from atlasmart_assets.partitions import daily_partitions
+from atlasmart_assets.resources import Warehouse
+from atlasmart_assets.scope import scope_of_context
+from atlasmart_assets.warehouse.ledger import Publication
+
+
+def _chart(pub: Publication) -> str:
+    """The change as a markdown-embedded PNG (matplotlib costs a second to import: only changes are drawn)."""
+    from atlasmart_assets import chart
+
+    days = sorted(pub.after)
+    before = [pub.before.get(d) for d in days]
+    after = [pub.after[d] for d in days]
+    return chart.markdown_image(chart.before_after_png(days, {
+        "rows": ([b.rows if b else None for b in before], [a.rows for a in after]),
+        "gmv": ([b.controls[3] if b else None for b in before], [a.controls[3] for a in after]),
+        "cost": ([b.controls[4] if b else None for b in before], [a.controls[4] for a in after]),
+    }, f"Publication {pub.publication_id} ({pub.window}): before vs after"), "rows, gmv and cost before/after")
+
+
+def _day_metadata(pub: Publication, day: str) -> dict[str, Any]:
+    """What one partition's materialization carries: its own figures only."""
+    after, before = pub.after[day], pub.before.get(day)
+    return {
+        "dagster/row_count": after.rows,
+        "rows_before": dg.MetadataValue.int(before.rows) if before else "first publication",
+        "controls": dg.MetadataValue.json(after.controls),
+        "controls_before": dg.MetadataValue.json(before.controls if before else None),
+        "sha256": after.sha256,
+        "changed": day in pub.changed,
+        "input_sha256": after.input_sha256 or "",
+        "source_high_sequence": dg.MetadataValue.int(after.source_high_sequence or 0),
+    }
+
+
+def _is_finished(instance: dg.DagsterInstance) -> Callable[[str], bool]:
+    def finished(run_id: str) -> bool:
+        run = instance.get_run_by_id(run_id)
+        return run is None or run.is_finished
+    return finished
+
+
+@dg.multi_asset(
+    specs=[
+        dg.AssetSpec(list(STAGED_ORDER_LINES), group_name="staged", deps=[raw_order_lines, customers],
+                     code_version=CODE_VERSION, kinds=KINDS, owners=OWNERS,
+                     metadata={"dagster/table_name": "staged.order_lines", "dagster/column_schema": STAGED_SCHEMA},
+                     description="Typed order lines, deduplicated on line_id (latest source_sequence), joined to the "
+                                 "customer's SCD2 version valid at order time. Grain: one row per line_id and day."),
+        dg.AssetSpec(list(FCT_ORDER_LINES), group_name="fact", deps=[list(STAGED_ORDER_LINES)],
+                     code_version=CODE_VERSION, kinds=KINDS, owners=OWNERS,
+                     metadata={"dagster/table_name": "fact.fct_order_lines", "dagster/column_schema": FACT_SCHEMA},
+                     description="Order lines with their money figures. Grain: one row per order line (business key "
+                                 "line_id)."),
+        dg.AssetSpec(list(REVENUE_DAILY), group_name="mart", deps=[list(FCT_ORDER_LINES)],
+                     code_version=CODE_VERSION, kinds=KINDS, owners=OWNERS,
+                     metadata={"dagster/table_name": "mart.revenue_daily", "dagster/column_schema": MART_SCHEMA},
+                     description="Revenue per day, country and tier, and the certified extracts "
+                                 "published/partition=D.json. Grain: one row per day x country x tier."),
+    ],
+    check_specs=[dg.AssetCheckSpec(name, asset=list(asset), blocking=True, description=text)
+                 for name, (asset, text) in correction.CHECKS.items()],
+    partitions_def=daily_partitions, backfill_policy=BACKFILL_POLICY, name="correction",
+)
+def correction_asset(context: dg.AssetExecutionContext,
+                     warehouse: Warehouse) -> Iterator[dg.AssetCheckResult | dg.MaterializeResult]:
+    scope = scope_of_context(context)
+    scope.enforce_fence()
+    warehouse.prune_scratch(SCRATCH_MAX_AGE_S)
+    threads = warehouse.settings.backfill_threads if scope.is_backfill else None
+    outcome = correction.correct(warehouse, scope, _is_finished(context.instance), threads)
+    yield from (check_result(a) for a in outcome.audits)
+    refuse(str(scope.window), outcome.audits)
+    pub = outcome.publication
+    assert pub is not None
+    for day in sorted(pub.after):
+        staged = outcome.staged.get(day, {"rows": 0, "unresolved_customers": 0})
+        context.add_asset_metadata({"dagster/row_count": staged["rows"],
+                                    "unresolved_customers": staged["unresolved_customers"]},
+                                   asset_key=list(STAGED_ORDER_LINES), partition_key=day)
+        context.add_asset_metadata(_day_metadata(pub, day), asset_key=list(FCT_ORDER_LINES), partition_key=day)
+        context.add_asset_metadata({"dagster/row_count": _mart_rows(pub, day), "sha256": pub.after[day].sha256},
+                                   asset_key=list(REVENUE_DAILY), partition_key=day)
+    if pub.changed:
+        context.add_asset_metadata({"change_chart": dg.MetadataValue.md(_chart(pub))}, asset_key=list(REVENUE_DAILY),
+                                   partition_key=max(pub.after))
+    common = {"window": str(scope.window), "publication_id": pub.publication_id, "code_version": CODE_VERSION,
+              "backfill_id": scope.run.backfill_id or "", "changed_partitions": len(pub.changed),
+              "publish_lock_hold_s": round(pub.lock_hold_s, 3), **outcome.stats.figures()}
+    for key in (STAGED_ORDER_LINES, FCT_ORDER_LINES, REVENUE_DAILY):
+        yield dg.MaterializeResult(asset_key=list(key), metadata=common)
+
+
+def _mart_rows(pub: Publication, day: str) -> int:
+    return len(json.loads(pub.after[day].extract_json)["rows"])

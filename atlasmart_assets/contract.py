@@ -1,0 +1,47 @@
+"""The names other tools, tests and operators rely on: tags, controls, the code version. Imports nothing of the package."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+PACKAGE_VERSION = "0.2.0"
+
+# Tags Dagster sets on runs.
+BACKFILL_TAG = "dagster/backfill"
+PARTITION_TAG = "dagster/partition"
+RANGE_START_TAG = "dagster/asset_partition_range_start"
+RANGE_END_TAG = "dagster/asset_partition_range_end"
+PRIORITY_TAG = "dagster/priority"
+USER_TAGS = ("dagster/user", "user", "atlasmart/requested_by")
+
+# Tags an operator (or the schedule) sets.
+REASON_TAG = "atlasmart/reason"
+FENCE_OVERRIDE_TAG = "atlasmart/fence_override"
+ACCEPT_SHRINK_TAG = "atlasmart/accept_shrink"
+LANE_TAG = "atlasmart/lane"
+CURRENT_LANE = "current"
+CURRENT_LANE_TAGS = {LANE_TAG: CURRENT_LANE, PRIORITY_TAG: "10"}
+
+# The six controls of a day, in the published order.
+CONTROL_NAMES = ("lines", "orders", "units", "gmv", "cost", "gross_profit")
+
+# Asset keys.
+RAW_ORDER_LINES = ("raw", "order_lines")
+RAW_CUSTOMERS = ("raw", "customers")
+STAGED_ORDER_LINES = ("staged", "order_lines")
+FCT_ORDER_LINES = ("fact", "fct_order_lines")
+REVENUE_DAILY = ("mart", "revenue_daily")
+
+OWNERS = ["team:data-platform"]
+
+
+def _sql_fingerprint() -> str:
+    digest = hashlib.sha256()
+    for path in sorted((Path(__file__).resolve().parent / "sql").rglob("*.sql")):
+        digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+# Recorded with every publication: the package and every SQL model it ran.
+CODE_VERSION = f"{PACKAGE_VERSION}+{_sql_fingerprint()}"

@@ -1,0 +1,181 @@
+"""The one write–audit–publish path: build candidates for the window in scratch, audit them, and publish staged,
+fact and mart (with the ledger and the extracts) in one commit only if no blocking audit failed."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import duckdb
+
+from atlasmart_assets import audits, candidates, sql
+from atlasmart_assets.audits import Audit
+from atlasmart_assets.contract import CODE_VERSION, FCT_ORDER_LINES, REVENUE_DAILY, STAGED_ORDER_LINES
+from atlasmart_assets.resources import Warehouse
+from atlasmart_assets.scope import RunScope
+from atlasmart_assets.warehouse import flags, ledger
+from atlasmart_assets.warehouse.connection import LockStats, attach, attach_waiting
+from atlasmart_assets.warehouse.ledger import Current, DayCandidate, Publication
+from atlasmart_assets.warehouse.publish import publish
+
+STAGED_UNIQUE = "staged_order_lines_line_id_unique"
+CANDIDATE_UNIQUE = "fct_order_lines_candidate_line_id_unique"
+CONTROLS_MATCH_RAW = "fct_order_lines_controls_match_raw_manifest"
+ROW_COUNT_UNCHANGED = "fct_order_lines_row_count_unchanged"
+ROW_DELTA = "fct_order_lines_row_delta_within_bounds"
+MART_MATCHES_FACT = "revenue_daily_candidate_totals_match_fact"
+UNIQUE_ACROSS_DAYS = "fct_order_lines_line_id_unique_across_days"
+
+CHECKS: dict[str, tuple[tuple[str, ...], str]] = {
+    STAGED_UNIQUE: (STAGED_ORDER_LINES, "The staged candidate holds each line_id at most once per day (blocking)."),
+    CANDIDATE_UNIQUE: (FCT_ORDER_LINES, "The fact candidate holds each line_id at most once per day (blocking)."),
+    CONTROLS_MATCH_RAW: (FCT_ORDER_LINES, "The fact candidate's six controls per day equal the raw manifest's "
+                                          "(blocking)."),
+    ROW_COUNT_UNCHANGED: (FCT_ORDER_LINES, "Rows per day equal the current publication's; any change is a WARN "
+                                           "for a person to read (a first publication passes)."),
+    ROW_DELTA: (FCT_ORDER_LINES, "No day doubles, and none shrinks beyond ATLASMART_SHRINK_THRESHOLD unless the run "
+                                 "carries atlasmart/accept_shrink=<reason> (blocking)."),
+    UNIQUE_ACROSS_DAYS: (FCT_ORDER_LINES, "No line_id of the candidate appears on another day, in the window or in "
+                                          "the published fact outside it (blocking)."),
+    MART_MATCHES_FACT: (REVENUE_DAILY, "The mart candidate's totals per day equal the fact candidate's (blocking)."),
+}
+
+
+@dataclass
+class Outcome:
+    """What one correction did: its audits, what each day would publish, and the publication if it happened."""
+
+    audits: list[Audit]
+    days: dict[str, DayCandidate]
+    publication: Publication | None
+    staged: dict[str, dict[str, int]]
+    stats: LockStats = field(default_factory=LockStats)
+
+    @property
+    def refused(self) -> list[Audit]:
+        return [a for a in self.audits if a.blocks]
+
+
+def has_table(con: duckdb.DuckDBPyConnection, schema: str, name: str) -> bool:
+    return bool(con.execute("select count(*) from information_schema.tables where table_schema = $s "
+                            "and table_name = $n", {"s": schema, "n": name}).fetchone()[0])
+
+
+def _read_published(wh: Warehouse, scope: RunScope, stats: LockStats,
+                    need_raw: bool) -> tuple[dict[str, Current], dict[str, dict[str, Any]]]:
+    """One short read: the current publication and raw manifests of the window (and raw lines, if this run did
+    not parse the files itself)."""
+    with wh.reader(stats=stats) as con:
+        current = ledger.current(con, scope.window)
+        manifests = ledger.raw_manifests(con, scope.window)
+        if need_raw:
+            attach(con, wh.scratch_path(scope.run.run_id), "s")
+            con.execute("create schema if not exists s.candidate")
+            con.execute("create or replace table s.candidate.raw_lines as select * from raw.order_lines "
+                        "where partition_date between $start and $end", scope.window.params)
+            con.execute("detach s")
+    return current, manifests
+
+
+def audit(scope: RunScope, con: duckdb.DuckDBPyConnection, current: dict[str, Current],
+          manifests: dict[str, dict[str, Any]], shrink_threshold: float,
+          cross_day: dict[str, list[str]]) -> tuple[list[Audit], dict[str, DayCandidate]]:
+    """Every audit of the window's candidates, and what each day would publish."""
+    window = scope.window
+    staged = candidates.controls(con, "candidate.staged_order_lines", window, kind="staged")
+    fact = candidates.controls(con, "candidate.fct_order_lines", window)
+    mart = candidates.controls(con, "candidate.revenue_daily", window, kind="mart")
+    days = candidates.days(con, window, manifests)
+    fact_lists = {d: candidates.control_list(f) for d, f in fact.items()}
+    rows_after = {d: c.rows for d, c in days.items()}
+    rows_now = {d: c.rows for d, c in current.items()}
+    return [
+        audits.unique_keys(STAGED_UNIQUE, STAGED_ORDER_LINES, {d: f["duplicate_line_ids"] for d, f in staged.items()}),
+        audits.unique_keys(CANDIDATE_UNIQUE, FCT_ORDER_LINES, {d: f["duplicate_line_ids"] for d, f in fact.items()}),
+        audits.controls_match(CONTROLS_MATCH_RAW, FCT_ORDER_LINES, {d: fact_lists.get(d, [0] * 6) for d in window.keys},
+                              {d: json.loads(m["controls"]) for d, m in manifests.items()}, "raw_manifest"),
+        audits.row_count_unchanged(ROW_COUNT_UNCHANGED, FCT_ORDER_LINES, rows_after, rows_now),
+        audits.row_delta_within_bounds(ROW_DELTA, FCT_ORDER_LINES, rows_after, rows_now, shrink_threshold,
+                                       scope.run.accept_shrink),
+        audits.unique_across_days(UNIQUE_ACROSS_DAYS, FCT_ORDER_LINES, cross_day),
+        audits.controls_match(MART_MATCHES_FACT, REVENUE_DAILY, {d: candidates.control_list(m) for d, m in mart.items()},
+                              fact_lists, "fact_candidate"),
+    ], days
+
+
+def _cross_day_duplicates(wh: Warehouse, scope: RunScope, con: duckdb.DuckDBPyConnection,
+                          stats: LockStats) -> dict[str, list[str]]:
+    """Per candidate day, line ids that also appear on another day (in the window, or published outside it)."""
+    started = time.monotonic()
+    if wh.settings.warehouse_path.exists():
+        attach_waiting(con, wh.settings.warehouse_path, "w", wh.settings.lock_timeout_s)
+        published = ("select partition_date, line_id from w.fact.fct_order_lines "
+                     "where partition_date not between $start and $end")
+    else:
+        published = "select cast(null as date) as partition_date, cast(null as varchar) as line_id where false"
+    try:
+        rows = con.execute(sql.text("cross_day_duplicates").format(published=published), scope.window.params).fetchall()
+    finally:
+        if wh.settings.warehouse_path.exists():
+            con.execute("detach w")
+            stats.holds.append(time.monotonic() - started)
+    return {d.isoformat(): list(ids) for d, ids in rows}
+
+
+def _take_window(wh: Warehouse, scope: RunScope, stats: LockStats, run_finished: Callable[[str], bool]) -> None:
+    """Flags of crashed runs are cleared here, without waiting for a sensor; a backfill then flags its window."""
+    with wh.writer(stats) as con:
+        for run_id in flags.held_by(con):
+            if run_id != scope.run.run_id and run_finished(run_id):
+                flags.clear(con, run_id)
+        if scope.is_backfill:
+            flags.mark(con, scope.window, scope.run)
+
+
+def release_window(wh: Warehouse, run_id: str, stats: LockStats | None = None) -> None:
+    with wh.writer(stats) as con:
+        flags.clear(con, run_id)
+
+
+def correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool], threads: int | None = None,
+            adjust_staged: Callable[[duckdb.DuckDBPyConnection], None] | None = None) -> Outcome:
+    """Build, audit and (if clean) publish the window. Every exit path that did not publish releases the run's
+    flags; the scratch database is dropped after a publication and kept for inspection after a refusal.
+    `adjust_staged` edits the staged candidate before fact and mart are derived (the audit tests craft bad
+    candidates with it)."""
+    stats = LockStats()
+    run_id = scope.run.run_id
+    cfg = wh.settings
+    _take_window(wh, scope, stats, run_finished)
+    outcome: Outcome | None = None
+    try:
+        con = wh.open_scratch(run_id, threads)
+        try:
+            need_raw = not has_table(con, "candidate", "raw_lines")
+        finally:
+            con.close()
+        current, manifests = _read_published(wh, scope, stats, need_raw)
+        con = wh.open_scratch(run_id, threads)
+        try:
+            candidates.build_staged(con, str(cfg.raw_dir / "customers.json"), scope.window)
+            if adjust_staged is not None:
+                adjust_staged(con)
+            candidates.build(con, scope.window)
+            cross_day = _cross_day_duplicates(wh, scope, con, stats)
+            found, days = audit(scope, con, current, manifests, cfg.shrink_threshold, cross_day)
+            staged = {d: {"rows": int(f["lines"]), "unresolved_customers": int(f["unresolved_customers"])}
+                      for d, f in candidates.controls(con, "candidate.staged_order_lines", scope.window,
+                                                      kind="staged").items()}
+        finally:
+            con.close()
+        outcome = Outcome(found, days, None, staged, stats)
+        if not outcome.refused:
+            outcome.publication = publish(wh, wh.scratch_path(run_id), scope.window, scope.run, CODE_VERSION, days,
+                                          current, stats=stats)
+            wh.drop_scratch(run_id)
+        return outcome
+    finally:
+        if outcome is None or outcome.publication is None:
+            release_window(wh, run_id, stats)

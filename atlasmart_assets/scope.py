@@ -1,0 +1,117 @@
+"""One run's scope, computed in one place: its window, who asked and why, its lane, and the fence's decision.
+
+Assets, checks, sensors, the plan and the lab all ask this module; nothing else reads the run's tags."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import dagster as dg
+
+from atlasmart_assets import partitions
+from atlasmart_assets.contract import (
+    ACCEPT_SHRINK_TAG,
+    BACKFILL_TAG,
+    CURRENT_LANE,
+    FENCE_OVERRIDE_TAG,
+    LANE_TAG,
+    PARTITION_TAG,
+    RANGE_END_TAG,
+    RANGE_START_TAG,
+    REASON_TAG,
+    USER_TAGS,
+)
+from atlasmart_assets.window import Window
+
+
+class FenceRefusal(dg.Failure):
+    """A run reached into the partition the current lane owns."""
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """Identity of the run publishing: recorded in the ledger with every change it makes."""
+
+    run_id: str
+    backfill_id: str | None = None
+    reason: str | None = None
+    fence_override: str | None = None
+    accept_shrink: str | None = None
+    requested_by: str | None = None
+
+    @classmethod
+    def from_tags(cls, run_id: str, tags: Mapping[str, str]) -> "RunInfo":
+        def text(key: str) -> str | None:
+            value = (tags.get(key) or "").strip()
+            return value or None
+
+        return cls(run_id, text(BACKFILL_TAG), text(REASON_TAG), text(FENCE_OVERRIDE_TAG), text(ACCEPT_SHRINK_TAG),
+                   next((text(k) for k in USER_TAGS if text(k)), None))
+
+
+def window_from_tags(tags: Mapping[str, str]) -> Window | None:
+    """The partition or range a run targets, from the tags Dagster puts on it (None when it names none)."""
+    if tags.get(RANGE_START_TAG) and tags.get(RANGE_END_TAG):
+        return Window.of(tags[RANGE_START_TAG], tags[RANGE_END_TAG])
+    if tags.get(PARTITION_TAG):
+        return Window.of(tags[PARTITION_TAG])
+    return None
+
+
+def lane_of(tags: Mapping[str, str]) -> str:
+    # A backfill run is in the backfill lane whatever else it carries (dagster.yaml limits dagster/backfill).
+    if BACKFILL_TAG in tags:
+        return "backfill"
+    return CURRENT_LANE if tags.get(LANE_TAG) == CURRENT_LANE else "other"
+
+
+def fence_refusal(window: Window, backfill_id: str | None, override: str | None, newest: str) -> str | None:
+    """Why the fence refuses this window, or None. A backfill may not touch the newest partition, and no run may
+    reach it from an earlier day (that is a backfill by another name), unless an override reason is given."""
+    if newest not in window.keys or (override or "").strip():
+        return None
+    if backfill_id is None and window.start.isoformat() == newest:
+        return None
+    what = f"backfill {backfill_id}" if backfill_id is not None else "ranged run"
+    return (f"Refused: {what} over {window} includes {newest}, the newest partition, which the current lane "
+            f"(daily schedule) owns. Nothing was written. Backfill up to the day before {newest}, or, deliberately, "
+            f"relaunch with the tag {FENCE_OVERRIDE_TAG}=<reason> (recorded in the ledger).")
+
+
+@dataclass(frozen=True)
+class RunScope:
+    window: Window
+    run: RunInfo
+    lane: str
+    newest: str
+    refusal: str | None
+
+    @property
+    def is_backfill(self) -> bool:
+        return self.run.backfill_id is not None
+
+    def enforce_fence(self) -> None:
+        """Refuse, before anything is written, a run the fence does not allow."""
+        if self.refusal:
+            raise FenceRefusal(description=self.refusal,
+                               metadata={"refused_partitions": [self.newest], "window": str(self.window)})
+
+
+def scope_of(run_id: str, tags: Mapping[str, str], partition_keys: Sequence[str] | None = None) -> RunScope:
+    window = window_from_tags(tags)
+    if window is None:
+        if not partition_keys:
+            raise ValueError(f"run {run_id} targets no partition (tags name none)")
+        window = Window.of(min(partition_keys), max(partition_keys))
+    run = RunInfo.from_tags(run_id, tags)
+    newest = partitions.newest_partition()
+    return RunScope(window, run, lane_of(tags), newest,
+                    fence_refusal(window, run.backfill_id, run.fence_override, newest))
+
+
+def scope_of_context(context: dg.AssetExecutionContext | dg.AssetCheckExecutionContext | dg.OpExecutionContext) -> RunScope:
+    keys = None
+    if isinstance(context, dg.AssetExecutionContext) and context.has_partition_key_range:
+        keys = context.partition_keys
+    return scope_of(context.run.run_id, context.run.tags, keys)

@@ -1,0 +1,174 @@
+"""The ledger (audit.publications) and retained history: what is published now, what each publication changed."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+
+from atlasmart_assets.scope import RunInfo
+from atlasmart_assets.window import Window
+
+STAGED_COLUMNS = ("partition_date", "line_id", "order_id", "customer_id", "country", "tier", "sku", "quantity",
+                  "unit_price", "unit_cost", "order_time", "event_time", "source_sequence")
+FACT_COLUMNS = ("partition_date", "line_id", "order_id", "customer_id", "country", "tier", "sku", "quantity",
+                "unit_price", "unit_cost", "gmv", "cost", "gross_profit", "event_time", "source_sequence")
+MART_COLUMNS = ("partition_date", "country", "tier", "lines", "orders", "units", "gmv", "cost", "gross_profit")
+
+
+@dataclass(frozen=True)
+class Layer:
+    """A published table, its columns, and where its superseded rows are retained."""
+
+    table: str
+    columns: tuple[str, ...]
+    history: str
+    candidate: str
+
+
+LAYERS = (
+    Layer("staged.order_lines", STAGED_COLUMNS, "history.staged_order_lines", "candidate.staged_order_lines"),
+    Layer("fact.fct_order_lines", FACT_COLUMNS, "history.fct_order_lines", "candidate.fct_order_lines"),
+    Layer("mart.revenue_daily", MART_COLUMNS, "history.revenue_daily", "candidate.revenue_daily"),
+)
+
+
+@dataclass(frozen=True)
+class Current:
+    """The publication a reader sees now for one partition."""
+
+    partition: str
+    publication_id: str
+    seq: int
+    rows: int
+    controls: list[float]
+    sha256: str
+    extract_json: str
+    prev_publication_id: str | None
+
+
+@dataclass(frozen=True)
+class DayCandidate:
+    """What a correction would publish for one partition."""
+
+    partition: str
+    rows: int
+    controls: list[float]
+    sha256: str
+    extract_json: str
+    input_sha256: str | None = None
+    source_high_sequence: int | None = None
+
+
+@dataclass(frozen=True)
+class Publication:
+    publication_id: str
+    kind: str
+    window: Window
+    before: dict[str, Current]
+    after: dict[str, DayCandidate]
+    lock_hold_s: float
+
+    @property
+    def changed(self) -> list[str]:
+        return [p for p, c in self.after.items() if p not in self.before or self.before[p].sha256 != c.sha256]
+
+
+def new_publication_id(kind: str) -> str:
+    return f"{kind[:3]}-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+
+
+def current(con: duckdb.DuckDBPyConnection, window: Window) -> dict[str, Current]:
+    rows = con.execute(
+        "select partition_date, publication_id, seq, rows_after, controls_after, sha256_after, extract_json, "
+        "prev_publication_id from audit.current_publications where partition_date between $start and $end",
+        window.params).fetchall()
+    return {r[0].isoformat(): Current(r[0].isoformat(), r[1], r[2], r[3], json.loads(r[4]), r[5], r[6], r[7])
+            for r in rows}
+
+
+def latest_publication_id(con: duckdb.DuckDBPyConnection) -> str | None:
+    row = con.execute("select publication_id from audit.publications order by seq desc limit 1").fetchone()
+    return row[0] if row else None
+
+
+def raw_manifests(con: duckdb.DuckDBPyConnection, window: Window) -> dict[str, dict[str, Any]]:
+    """First-seen manifest of each loaded partition, with the rows raw.order_lines holds for it now."""
+    cur = con.execute(
+        "select m.*, coalesce(n.rows, 0) as loaded_rows from raw.manifests m left join ("
+        " select partition_date, count(*) as rows from raw.order_lines"
+        " where partition_date between $start and $end group by 1) n using (partition_date)"
+        " where m.partition_date between $start and $end", window.params)
+    names = [d[0] for d in cur.description]
+    return {row[0].isoformat(): dict(zip(names, row)) for row in cur.fetchall()}
+
+
+def record_manifests(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]]) -> None:
+    """First sighting of each raw file: the sha256 every later load must match."""
+    for r in rows:
+        con.execute(
+            "insert into raw.manifests values ($partition_date, $file, $sha256, $source, $schema_version, "
+            "$extraction_batch, $extracted_at, $source_high_sequence, $records, $controls, now(), $run_id) "
+            "on conflict do nothing", r)
+
+
+def write_rows(con: duckdb.DuckDBPyConnection, pub_id: str, kind: str, run: RunInfo, code_version: str,
+               before: dict[str, Current], after: dict[str, DayCandidate], restored: dict[str, str]) -> None:
+    for partition, cand in sorted(after.items()):
+        prev = before.get(partition)
+        con.execute(
+            "insert into audit.publications values (nextval('audit.publication_seq'), $pub, $partition, $kind, "
+            "now(), $run_id, $backfill_id, $reason, $override, $code, $input_sha, $high_seq, $prev, $restored, "
+            "$rows_before, $rows_after, $controls_before, $controls_after, $sha_before, $sha_after, $changed, $extract)",
+            {
+                "pub": pub_id, "partition": dt.date.fromisoformat(partition), "kind": kind,
+                "run_id": run.run_id, "backfill_id": run.backfill_id, "reason": run.reason,
+                "override": run.fence_override, "code": code_version, "input_sha": cand.input_sha256,
+                "high_seq": cand.source_high_sequence, "prev": prev.publication_id if prev else None,
+                "restored": restored.get(partition),
+                "rows_before": prev.rows if prev else None, "rows_after": cand.rows,
+                "controls_before": json.dumps(prev.controls) if prev else None,
+                "controls_after": json.dumps(cand.controls),
+                "sha_before": prev.sha256 if prev else None, "sha_after": cand.sha256,
+                "changed": prev is None or prev.sha256 != cand.sha256, "extract": cand.extract_json,
+            })
+
+
+def versions_table(con: duckdb.DuckDBPyConnection, name: str, versions: dict[str, str]) -> None:
+    """A temp table (partition_date, publication_id) naming one version per partition."""
+    con.execute(f"create or replace temp table {name} (partition_date date, publication_id varchar)")
+    con.executemany(f"insert into {name} values (?, ?)",
+                    [(dt.date.fromisoformat(p), v) for p, v in versions.items()])
+
+
+def retire(con: duckdb.DuckDBPyConnection, before: dict[str, Current], window: Window) -> None:
+    """Keep the superseded rows of each partition under their publication id, so the change can be undone."""
+    if not before:
+        return
+    versions_table(con, "superseded", {c.partition: c.publication_id for c in before.values()})
+    for layer in LAYERS:
+        cols = ", ".join(f"t.{c}" for c in layer.columns)
+        con.execute(f"insert into {layer.history} select s.publication_id, {cols} from {layer.table} t "
+                    "join superseded s using (partition_date) where t.partition_date between $start and $end",
+                    window.params)
+
+
+def prune_history(con: duckdb.DuckDBPyConnection, retain: int, window: Window) -> set[str]:
+    """Drop superseded rows beyond the retention setting; returns the latest `retain` publication ids overall
+    (the extract versions worth keeping on disk)."""
+    con.execute(
+        "create or replace temp table keep as select partition_date, publication_id from ("
+        " select partition_date, publication_id, row_number() over (partition by partition_date order by seq desc) as n"
+        " from audit.publications where partition_date between $start and $end) where n <= $retain",
+        {**window.params, "retain": retain + 1})
+    for layer in LAYERS:
+        con.execute(f"delete from {layer.history} h where h.partition_date between $start and $end and not exists "
+                    "(select 1 from keep k where k.partition_date = h.partition_date "
+                    "and k.publication_id = h.publication_id)", window.params)
+    last = con.execute("select publication_id from audit.publications group by 1 order by max(seq) desc limit $n",
+                       {"n": retain}).fetchall()
+    return {r[0] for r in last}
