@@ -8,6 +8,7 @@ from typing import Any, Mapping
 import dagster as dg
 
 from atlasmart_assets.alerts.slack import NO_TOKEN_REASON, AtlasSlack
+from atlasmart_assets.window import Window
 
 BATCH = 20
 RANGE_START_TAG = "dagster/asset_partition_range_start"
@@ -22,6 +23,19 @@ def load_cursor(raw: str | None) -> dict[str, Any]:
 
 def dump_cursor(state: Mapping[str, Any]) -> str:
     return json.dumps(state, sort_keys=True, separators=(",", ":"))
+
+
+def window_keys(tags: Mapping[str, str]) -> list[str]:
+    """Every partition key a run targets, from its tags (a ranged run's days expanded; [] when it names none)."""
+    if PARTITION_TAG in tags:
+        return [tags[PARTITION_TAG]]
+    start, end = tags.get(RANGE_START_TAG), tags.get(RANGE_END_TAG)
+    if not (start and end):
+        return []
+    try:
+        return Window.of(start, end).keys
+    except ValueError:
+        return [start] if start == end else [start, end]
 
 
 def partitions_of(tags: Mapping[str, str]) -> str:
