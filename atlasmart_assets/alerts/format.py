@@ -54,9 +54,13 @@ class Links:
         return f"{self._base()}/runs/b/{_q(backfill_id)}"
 
     def asset(self, asset: str, partition: str | None = None) -> str:
+        """The asset's page; with a partition, its partitions tab opened on that partition."""
         path = "/".join(_q(p) for p in asset.split("/"))
-        query = f"?view=partitions&partition={_q(partition)}" if partition else "?view=partitions"
+        query = f"?view=partitions&partition={_q(partition)}" if partition else ""
         return f"{self._base()}/assets/{path}{query}"
+
+    def asset_partitions(self, asset: str) -> str:
+        return f"{self.asset(asset)}?view=partitions"
 
 
 @dataclass(frozen=True)
@@ -405,7 +409,7 @@ def _days_linked(days: Sequence[str], asset: str, links: Links) -> str:
         return ""
     if len(days) <= LINKED_DAYS:
         return ", ".join(link(links.asset(asset, d), d) for d in days)
-    return f"{esc(window_text(days))} ({len(days)} days; {link(links.asset(asset), 'partitions')})"
+    return f"{esc(window_text(days))} ({len(days)} days; {link(links.asset_partitions(asset), 'partitions')})"
 
 
 # --- messages -------------------------------------------------------------------------------------------------
@@ -435,7 +439,8 @@ def check_failure(f: CheckFailure, links: Links) -> list[Message]:
 def run_failure(f: RunFailure, links: Links) -> list[Message]:
     assets = ", ".join(f"`{esc(a)}`" for a in f.assets) or "(no assets)"
     job = f" (job `{esc(f.job)}`)" if f.job else ""
-    failing = _days_linked(f.failing, f.assets[-1], links) if f.failing and f.assets else ""
+    where = next((e.assets[0] for e in f.errors if e.assets), f.assets[0] if f.assets else "")
+    failing = _days_linked(f.failing, where, links) if f.failing and where else ""
     pairs = [("Failing partition(s)", failing or esc(f.window or "none")), ("Run window", esc(f.window or "none")),
              ("Run", link(links.run(f.run_id), f.run_id[:8]))]
     if f.backfill_id:

@@ -122,14 +122,25 @@ def _window(runs: Sequence[dg.DagsterRun], record: Any, asset_graph: Any) -> lis
     return sorted({k for r in runs for k in window_keys(r.tags)})
 
 
-def _describe(backfill_id: str, runs: Sequence[dg.DagsterRun], record: Any, asset_graph: Any) -> fmt.Backfill:
+def _job_assets(repo: dg.RepositoryDefinition, job_name: str) -> set[dg.AssetKey]:
+    try:
+        return set(repo.get_job(job_name).asset_layer.executable_asset_keys)
+    except Exception:  # noqa: BLE001 - a job removed since the run names no assets
+        return set()
+
+
+def _describe(backfill_id: str, runs: Sequence[dg.DagsterRun], record: Any,
+              repo: dg.RepositoryDefinition) -> fmt.Backfill:
     tags: dict[str, str] = dict(record.tags) if record is not None else {}
     for run in reversed(runs):
         tags = {**run.tags, **tags}
-    window = fmt.window_label(_window(runs, record, asset_graph))
-    assets = sorted({k.to_user_string() for r in runs for k in (r.asset_selection or ())})
-    if not assets and record is not None and record.asset_selection:
-        assets = sorted(k.to_user_string() for k in record.asset_selection)
+    window = fmt.window_label(_window(runs, record, repo.asset_graph))
+    keys = {k for r in runs for k in (r.asset_selection or ())}
+    if not keys and record is not None and record.asset_selection:
+        keys = set(record.asset_selection)
+    if not keys:
+        keys = {k for name in {r.job_name for r in runs} for k in _job_assets(repo, name)}
+    assets = sorted(k.to_user_string() for k in keys)
     user = next((tags[t] for t in USER_TAGS if tags.get(t)), None)
     extra = fmt.visible_tags(tags, hidden=(REASON_TAG, *USER_TAGS))
     return fmt.Backfill(backfill_id, window or "(window unknown)", assets, tags.get(REASON_TAG), user, extra,
@@ -182,7 +193,6 @@ def _notices(context: dg.SensorEvaluationContext, slack: AtlasSlack, state: dict
     outcome computed only after "started" was taken (so the outcome can reply in its thread)."""
     seen: dict[str, Any] = state.setdefault("backfills", {})
     links = slack.links
-    asset_graph = context.repository_def.asset_graph
     for backfill_id in _backfill_ids(context.instance):
         if backfill_id in seen:
             seen[backfill_id] = _entry(seen[backfill_id])
@@ -192,7 +202,7 @@ def _notices(context: dg.SensorEvaluationContext, slack: AtlasSlack, state: dict
         record = context.instance.get_backfill(backfill_id)
         if not runs and record is None:
             continue
-        info = _describe(backfill_id, runs, record, asset_graph)
+        info = _describe(backfill_id, runs, record, context.repository_def)
         if backfill_id not in seen:
             def started(ts: str, b: str = backfill_id) -> Mapping[str, str]:
                 seen[b] = {"ts": ts, "done": False}

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import dagster as dg
+from dagster._core.definitions.dependency import NodeHandle  # internal: the one way from a step key to its node
 
 from atlasmart_assets.alerts import common
 from atlasmart_assets.alerts import format as fmt
@@ -20,6 +21,7 @@ from atlasmart_assets.window import BACKFILL_TAG, REASON_TAG
 
 NAME = "atlasmart_run_failures_to_slack"
 MAX_ERRORS = 3
+FAILURE_PREFIX = "dagster._core.definitions.events.Failure: "
 
 
 def _step_assets(job: dg.JobDefinition | None, step_key: str) -> list[str]:
@@ -27,7 +29,7 @@ def _step_assets(job: dg.JobDefinition | None, step_key: str) -> list[str]:
     if job is None:
         return []
     try:
-        node = dg.NodeHandle(step_key.split("[")[0], None)
+        node = NodeHandle.from_string(step_key.split("[")[0])
         return sorted(k.to_user_string() for k in job.asset_layer.get_assets_def_for_node(node).keys)
     except Exception:  # noqa: BLE001 - an unknown step (renamed since the run) just names no assets
         return []
@@ -39,7 +41,8 @@ def _errors(instance: dg.DagsterInstance, run_id: str, job: dg.JobDefinition | N
     for e in events[:MAX_ERRORS]:
         err = getattr(e.dagster_event.event_specific_data, "error", None) if e.dagster_event else None
         step = e.step_key or ""
-        out.append(fmt.StepError(step, _step_assets(job, step), err.message.strip() if err else e.message))
+        message = err.message.strip() if err else (e.message or "")
+        out.append(fmt.StepError(step, _step_assets(job, step), message.removeprefix(FAILURE_PREFIX)))
     if not out:
         out = [fmt.StepError("run", [], e.message)
                for e in instance.all_logs(run_id, of_type=dg.DagsterEventType.RUN_FAILURE)][:1]
