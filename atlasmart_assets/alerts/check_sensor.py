@@ -2,7 +2,10 @@
 
 Cursor, per check: `low`, the record id up to which every execution is settled (passed, alerted, or planned
 in a run that ended without a result), and `sent`, the ids above `low` already alerted. A planned row can turn
-FAILED after younger rows were seen (runs overlap), so the cursor never moves past an unsettled row."""
+FAILED after younger rows were seen (runs overlap), so the cursor never moves past an unsettled row.
+
+A failure in a backfill's run is a reply in the backfill's thread (opened by the lifecycle sensor's "started"
+message); it waits up to delivery.THREAD_WAIT_S for that thread, then goes to the channel."""
 
 from __future__ import annotations
 

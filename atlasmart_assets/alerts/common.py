@@ -38,15 +38,5 @@ def window_keys(tags: Mapping[str, str]) -> list[str]:
         return [start] if start == end else [start, end]
 
 
-def partitions_of(tags: Mapping[str, str]) -> str:
-    """The partition or inclusive range a run targets, from its tags ('' when it names none)."""
-    if PARTITION_TAG in tags:
-        return tags[PARTITION_TAG]
-    start, end = tags.get(RANGE_START_TAG), tags.get(RANGE_END_TAG)
-    if start and end:
-        return start if start == end else f"{start}..{end}"
-    return ""
-
-
 def skip_unless_configured(slack: AtlasSlack) -> dg.SkipReason | None:
     return None if slack.configured else dg.SkipReason(NO_TOKEN_REASON)
