@@ -179,6 +179,15 @@ def test_two_years_of_changes_are_split_over_messages_within_slack_limits_and_no
     assert "2026-09-13 unchanged" in shown and "/n/bf-1.md" in shown
 
 
+@pytest.mark.parametrize("n", [1, 50, 51, 99, 100, 149])
+def test_blocks_are_spread_over_messages_of_at_most_50_and_none_is_lost(n: int) -> None:
+    blocks = [fmt._section(f"b{i}") for i in range(n)]
+    messages = fmt._messages(["head"], blocks)
+    _valid(messages)
+    kept = [b for m in messages for b in m.blocks if not b["text"]["text"].startswith("_(part")]
+    assert kept == blocks and len(messages) == (1 if n <= 50 else 1 + -(-(n - 50) // 49))
+
+
 def test_window_text_groups_consecutive_days() -> None:
     assert fmt.window_text(["2026-09-03", "2026-09-01", "2026-09-02", "2026-09-06"]) == "2026-09-01..2026-09-03, 2026-09-06"
     assert fmt.window_label(["2026-09-01", "2026-09-02"]) == "2026-09-01..2026-09-02 (2 days)"

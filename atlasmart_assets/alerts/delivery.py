@@ -133,6 +133,10 @@ class Outbox:
                 self._journal()
                 return None
             except SlackRefusedBlocks as exc:
+                if not message.blocks:
+                    self.error = str(exc)
+                    self._journal()
+                    return None
                 self.fallbacks.append(str(exc))
                 self._context.log.warning(f"Slack refused a message's blocks ({exc}); sending its text only")
                 note = f"\n(Slack refused this message's detail blocks: {exc}; see the Dagster UI for the rest.)"
@@ -151,6 +155,8 @@ class Outbox:
         shows FAILURE), else skip with a reason saying what was delivered and what waits."""
         if self.not_before is None:
             self.state.pop("not_before", None)
+        if self.fallbacks:
+            summary += f"; {len(self.fallbacks)} sent as text only (Slack refused their blocks)"
         self._context.update_cursor(dump_cursor(self.state))
         if self.error:
             self._journal()

@@ -390,17 +390,15 @@ def _plain(lines: Sequence[str]) -> str:
 
 def _messages(fallback: Sequence[str], blocks: Sequence[Block]) -> list[Message]:
     """The blocks over as many messages as Slack's 50-block limit needs; the later ones say they continue."""
-    parts = [tuple(blocks[i:i + MAX_BLOCKS]) for i in range(0, len(blocks), MAX_BLOCKS)] or [()]
-    n = len(parts)
-    if n == 1:
-        return [Message(_plain(fallback), parts[0])]
+    if len(blocks) <= MAX_BLOCKS:
+        return [Message(_plain(fallback), tuple(blocks))]
+    rest = blocks[MAX_BLOCKS:]
+    parts = [rest[i:i + MAX_BLOCKS - 1] for i in range(0, len(rest), MAX_BLOCKS - 1)]
+    n = 1 + len(parts)
     head = fallback[0] if fallback else ""
-    out = [Message(_plain([*fallback, f"(part 1 of {n}; the rest follows in the thread)"]), parts[0])]
-    for i, part in enumerate(parts[1:], start=2):
-        note = _section(f"_(part {i} of {n})_")
-        out.append(Message(_plain([f"(part {i} of {n}) {head}"]), (note, *part[:MAX_BLOCKS - 1])))
-        if len(part) == MAX_BLOCKS:
-            out.append(Message(_plain([f"(part {i} of {n}, end) {head}"]), (part[-1],)))
+    out = [Message(_plain([*fallback, f"(part 1 of {n}; the rest follows in the thread)"]), tuple(blocks[:MAX_BLOCKS]))]
+    for i, part in enumerate(parts, start=2):
+        out.append(Message(_plain([f"(part {i} of {n}) {head}"]), (_section(f"_(part {i} of {n})_"), *part)))
     return out
 
 
