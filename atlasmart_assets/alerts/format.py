@@ -456,7 +456,7 @@ def run_failure(f: RunFailure, links: Links) -> list[Message]:
     return _messages(fallback, blocks)
 
 
-def _backfill_pairs(b: Backfill, links: Links) -> list[tuple[str, str]]:
+def _backfill_pairs(b: Backfill) -> list[tuple[str, str]]:
     pairs = [("Assets", ", ".join(f"`{esc(a)}`" for a in b.assets) or "all selected"),
              ("Reason", one_line(b.reason) if b.reason else NO_REASON),
              ("Requested by", requested_by(b.requested_by, b.reason))]
@@ -471,7 +471,7 @@ def _backfill_link(b: Backfill, links: Links) -> str:
 
 def backfill_started(b: Backfill, links: Links, readers_view: str) -> list[Message]:
     head = f":construction: *Correction in progress* — {_backfill_link(b, links)} over *{esc(b.window)}*"
-    blocks = [_section(head), *_fields(_backfill_pairs(b, links)),
+    blocks = [_section(head), *_fields(_backfill_pairs(b)),
               *_context([f"Readers see `correction_in_progress` on `{esc(readers_view)}` for these days until it "
                          "publishes. Follow-ups of this backfill are replies in this thread."])]
     fallback = [f"Correction in progress — backfill {esc(b.backfill_id)} over {esc(b.window)}",
@@ -528,10 +528,10 @@ def backfill_published(b: Backfill, changes: Sequence[PartitionChange], neighbou
     if not changes:
         head = f":white_check_mark: *Correction finished* — {_backfill_link(b, links)} over *{esc(b.window)}* published nothing"
         return _messages([f"Correction finished — backfill {esc(b.backfill_id)} published nothing"],
-                         [_section(head), *_fields(_backfill_pairs(b, links)[1:3])])
+                         [_section(head), *_fields(_backfill_pairs(b)[1:3])])
     head = (f":white_check_mark: *Correction published* — {_backfill_link(b, links)} over *{esc(b.window)}*: "
             f"{len(changes)} partition(s) republished, content changed in {len(changed)}")
-    blocks: list[Block] = [_section(head), *_fields(_backfill_pairs(b, links)[1:3])]
+    blocks: list[Block] = [_section(head), *_fields(_backfill_pairs(b)[1:3])]
     if changed:
         blocks += _sections([change_line(c, asset, links) for c in changed], head=f"*Changed ({len(changed)}):*")
     if same:
