@@ -1,4 +1,10 @@
-"""A loopback HTTP server that speaks chat.postMessage, for tests: one instance per test, one thread."""
+"""A loopback HTTP server that speaks chat.postMessage the way Slack does, for tests: one instance per test.
+
+It answers like Slack: `ts` values and the channel on success, replies accepted with `thread_ts`, HTTP 429 with
+a `Retry-After` header and `{"ok": false, "error": "ratelimited"}` when rate limited, `invalid_blocks` for a
+message over Block Kit's limits (50 blocks, 3000 characters per section text, 10 fields of 2000, 10 context
+elements), and HTTP 500 or an answer slower than the client's timeout on demand. `script` holds the modes of the next requests; after it
+runs out, `mode` answers."""
 
 from __future__ import annotations
 
@@ -14,29 +20,64 @@ OK = "ok"
 RATELIMITED = "ratelimited"
 HTTP_500 = "http500"
 SLOW = "slow"
+CHANNEL_ID = "C0ATLASMART"
+MAX_BLOCKS = 50
+MAX_SECTION_CHARS = 3000
+MAX_FIELDS = 10
+MAX_FIELD_CHARS = 2000
+MAX_CONTEXT_ELEMENTS = 10
+MAX_TEXT_CHARS = 40_000
 
 
 @dataclass
 class SlackServer:
-    """Records every accepted message; `mode` decides how the next requests are answered."""
+    """Records every accepted message; `script` then `mode` decide how the next requests are answered."""
 
     mode: str = OK
     slow_s: float = 3.0
+    retry_after_s: int = 1
+    script: list[str] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)
     attempts: int = 0
+    attempt_times: list[float] = field(default_factory=list)
+    refused: list[dict[str, Any]] = field(default_factory=list)
     auth_headers: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
     @property
+    def origin(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/api/"
+        return f"{self.origin}/api/"
 
     @property
     def texts(self) -> list[str]:
+        """The plain-text fallback of every accepted message."""
         return [m["text"] for m in self.messages]
+
+    @property
+    def rendered(self) -> list[str]:
+        """What a reader sees of every accepted message: every block's text (fields and context included)."""
+        return [rendered(m) for m in self.messages]
+
+    def by_ts(self, ts: str) -> dict[str, Any]:
+        return next(m for m in self.messages if m["ts"] == ts)
+
+    def next_mode(self) -> str:
+        with self._lock:
+            return self.script.pop(0) if self.script else self.mode
+
+    def accept(self, payload: dict[str, Any]) -> str:
+        with self._lock:
+            ts = f"1700000000.{len(self.messages) + 1:06d}"
+            self.messages.append({**payload, "ts": ts})
+            return ts
 
     def __enter__(self) -> "SlackServer":
         self._thread.start()
@@ -47,6 +88,40 @@ class SlackServer:
         self._httpd.server_close()
 
 
+def rendered(message: dict[str, Any]) -> str:
+    """Every text of a message's blocks, in order, one per line (the fallback when it has no blocks)."""
+    blocks = message.get("blocks") or []
+    if isinstance(blocks, str):
+        blocks = json.loads(blocks)
+    if not blocks:
+        return message.get("text", "")
+    out: list[str] = []
+    for b in blocks:
+        if b.get("text"):
+            out.append(b["text"]["text"])
+        out += [f["text"] for f in b.get("fields", [])]
+        out += [e["text"] for e in b.get("elements", []) if "text" in e]
+    return "\n".join(out)
+
+
+def block_errors(blocks: list[dict[str, Any]]) -> list[str]:
+    """What Slack would refuse in these blocks (empty when they are valid for chat.postMessage)."""
+    errors = [f"{len(blocks)} blocks > {MAX_BLOCKS}"] if len(blocks) > MAX_BLOCKS else []
+    for i, b in enumerate(blocks):
+        text = (b.get("text") or {}).get("text", "")
+        if b.get("type") == "section" and len(text) > MAX_SECTION_CHARS:
+            errors.append(f"block {i}: section text {len(text)} > {MAX_SECTION_CHARS}")
+        if b.get("type") == "section" and not text and not b.get("fields"):
+            errors.append(f"block {i}: empty section")
+        fields = b.get("fields", [])
+        if len(fields) > MAX_FIELDS or any(len(f["text"]) > MAX_FIELD_CHARS for f in fields):
+            errors.append(f"block {i}: fields over limits")
+        elements = b.get("elements", [])
+        if b.get("type") == "context" and (not elements or len(elements) > MAX_CONTEXT_ELEMENTS):
+            errors.append(f"block {i}: context elements {len(elements)}")
+    return errors
+
+
 def _handler(server: SlackServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args: object) -> None:
@@ -55,28 +130,46 @@ def _handler(server: SlackServer) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:  # noqa: N802 - http.server's name
             body = self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()
             server.attempts += 1
+            server.attempt_times.append(time.monotonic())
             server.auth_headers.append(self.headers.get("Authorization", ""))
-            if not self.path.endswith("/chat.postMessage"):
+            if not self.path.endswith("/api/chat.postMessage"):
                 return self._answer(404, {"ok": False, "error": "unknown_method"})
-            if server.mode == HTTP_500:
+            mode = server.next_mode()
+            if mode == HTTP_500:
                 return self._answer(500, {"ok": False, "error": "internal_error"})
-            if server.mode == RATELIMITED:
-                return self._answer(200, {"ok": False, "error": "ratelimited"})
-            if server.mode == SLOW:
+            if mode == RATELIMITED:
+                return self._answer(429, {"ok": False, "error": "ratelimited"},
+                                    {"Retry-After": str(server.retry_after_s)})
+            if mode == SLOW:
+                # Answers after the client gave up, and posts nothing: a timeout that lost the request.
                 time.sleep(server.slow_s)
-                return self._answer(200, {"ok": True})
+                return self._answer(504, {"ok": False, "error": "timeout"})
             if "json" in self.headers.get("Content-Type", ""):
                 payload = json.loads(body)
             else:
                 payload = {k: v[0] for k, v in urllib.parse.parse_qs(body).items()}
-            server.messages.append(payload)
-            self._answer(200, {"ok": True, "channel": payload.get("channel"), "ts": f"{len(server.messages)}.0"})
+            blocks = payload.get("blocks") or []
+            if isinstance(blocks, str):
+                blocks = json.loads(blocks)
+            problems = block_errors(blocks)
+            if problems or len(payload.get("text") or "") > MAX_TEXT_CHARS:
+                server.refused.append({**payload, "problems": problems})
+                return self._answer(200, {"ok": False, "error": "invalid_blocks" if problems else "msg_too_long"})
+            if not payload.get("text") and not blocks:
+                return self._answer(200, {"ok": False, "error": "no_text"})
+            ts = server.accept(payload)
+            answer = {"ok": True, "channel": CHANNEL_ID, "ts": ts, "message": {"text": payload.get("text"), "ts": ts}}
+            if payload.get("thread_ts"):
+                answer["message"]["thread_ts"] = payload["thread_ts"]
+            self._answer(200, answer)
 
-        def _answer(self, status: int, payload: dict[str, Any]) -> None:
+        def _answer(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
             data = json.dumps(payload).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
             self.end_headers()
             self.wfile.write(data)
 

@@ -1,43 +1,120 @@
-"""Alert text is a pure function of its inputs: each message carries the figures an operator acts on."""
+"""Alert content is a pure function of its inputs: Block Kit within Slack's limits, a plain-text fallback, the
+figures an operator acts on, links into the UI, and every hostile value escaped."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import sys
+from pathlib import Path
+
+import pytest
 
 from atlasmart_assets.alerts import format as fmt
+from atlasmart_assets.alerts.slack import api_base_url
+
+sys.path.insert(0, str(Path(__file__).parent))
+from slack_server import block_errors, rendered  # noqa: E402
+
+LINKS = fmt.Links("http://ui.example/")
+HOSTILE = "<!channel> urgent\n*Correction published* fake line"
+
+
+def _shown(messages: list[fmt.Message]) -> str:
+    return "\n".join(rendered({"text": m.text, "blocks": list(m.blocks)}) for m in messages)
+
+
+def _valid(messages: list[fmt.Message]) -> None:
+    for m in messages:
+        assert m.text and len(m.text) <= 3000
+        assert block_errors(list(m.blocks)) == []
+
 
 FAILURE = fmt.CheckFailure(
     asset="fact/fct_order_lines", check="fct_order_lines_row_delta_within_bounds", severity="WARN", blocking=False,
-    partitions="2026-09-17..2026-09-19", description="row counts change in ['2026-09-18']",
-    figures={"per_partition": {"2026-09-18": {"before": 10, "after": 12, "delta": 2}}},
-    run_id="abc123", run_url="http://ui.example/runs/abc123")
+    failing=["2026-09-18"], window="2026-09-17..2026-09-19", description="row counts change in ['2026-09-18']",
+    figures={"per_partition": {"2026-09-17": {"before": 9, "after": 9, "delta": 0},
+                               "2026-09-18": {"before": 10, "after": 12, "delta": 2}}},
+    run_id="abc12345-run", backfill_id="bf-9")
 
 
-def test_check_failure_names_asset_check_partitions_severity_figures_and_run_link() -> None:
-    text = fmt.check_failure(FAILURE)
-    for part in ("fact/fct_order_lines", "fct_order_lines_row_delta_within_bounds", "2026-09-17..2026-09-19",
-                 "WARN", "non-blocking", '"after": 12', "<http://ui.example/runs/abc123|abc123>"):
-        assert part in text
-    assert ":warning:" in text and ":red_circle:" not in text
+def test_check_failure_names_asset_check_failing_day_severity_figures_and_links() -> None:
+    messages = fmt.check_failure(FAILURE, LINKS)
+    _valid(messages)
+    shown = _shown(messages)
+    for part in ("fct_order_lines_row_delta_within_bounds", "<http://ui.example/assets/fact/fct_order_lines|fact/fct_order_lines>",
+                 "WARN", "non-blocking", "2026-09-17..2026-09-19", "2026-09-18: rows 10 → 12 (+2)",
+                 "rows unchanged on 1 other day(s)",
+                 "<http://ui.example/assets/fact/fct_order_lines?view=partitions&partition=2026-09-18|2026-09-18>",
+                 "<http://ui.example/runs/abc12345-run|abc12345>", "<http://ui.example/runs/b/bf-9|bf-9>"):
+        assert part in shown
+    assert ":warning:" in shown and ":red_circle:" not in shown
+    assert "Check failed: fct_order_lines_row_delta_within_bounds" in messages[0].text
 
 
 def test_error_blocking_check_is_marked_as_such() -> None:
-    text = fmt.check_failure(fmt.CheckFailure(**{**FAILURE.__dict__, "severity": "ERROR", "blocking": True}))
-    assert ":red_circle:" in text and "(blocking)" in text
+    shown = _shown(fmt.check_failure(fmt.CheckFailure(**{**FAILURE.__dict__, "severity": "ERROR", "blocking": True}),
+                                     LINKS))
+    assert ":red_circle:" in shown and "(blocking)" in shown
 
 
-def test_huge_figures_are_truncated() -> None:
-    text = fmt.check_failure(fmt.CheckFailure(**{**FAILURE.__dict__, "figures": {"x": "y" * 10_000}}))
-    assert "(truncated)" in text and len(text) < 4000
+def test_figures_are_readable_named_controls_not_json_and_the_what_line_is_not_repeated() -> None:
+    figures = {"mismatches": {"2026-09-19": {"candidate": [10, 5, 20, 690, 60, 40.5],
+                                             "manifest": [10, 5, 20, 700, 60, 40]}}, "partitions": 2}
+    desc = f"controls differ from manifest: {figures['mismatches']}"
+    messages = fmt.check_failure(fmt.CheckFailure(**{**FAILURE.__dict__, "description": desc, "figures": figures,
+                                                     "failing": fmt.failing_partitions(figures)}), LINKS)
+    shown = _shown(messages)
+    assert "*What:* controls differ from manifest\n" in shown + "\n" and "{" not in shown.split("*What:*")[1].split("\n")[0]
+    assert "2026-09-19: manifest → candidate: gmv 700 → 690 (-10), gross_profit 40 → 40.5 (+0.5)" in shown
+    assert "\\u" not in shown and "```" not in shown
 
 
-def test_run_failure_lists_errors_backfill_and_link() -> None:
-    text = fmt.run_failure(fmt.RunFailure("atlasmart_daily", "r1", "http://ui/runs/r1", "2026-09-20..2026-09-21",
-                                          "bf-9", "late file", ["fact_and_mart: Refused: backfill bf-9"]))
-    for part in ("atlasmart_daily", "2026-09-20..2026-09-21", "`bf-9`", "late file", "Refused", "<http://ui/runs/r1|r1>"):
-        assert part in text
+def test_huge_figures_are_split_never_cut() -> None:
+    figures = {"mismatches": {f"2026-{m:02d}-{d:02d}": {"candidate": [1, 2, 3, 4, 5, d], "raw": [1, 2, 3, 4, 5, 0]}
+                              for m in range(1, 13) for d in range(1, 29)}}
+    messages = fmt.check_failure(fmt.CheckFailure(**{**FAILURE.__dict__, "figures": figures}), LINKS)
+    _valid(messages)
+    shown = _shown(messages)
+    assert all(f"{day}: raw → candidate" in shown for day in figures["mismatches"])
+    assert "truncated" not in shown
 
 
-BACKFILL = fmt.Backfill("bf-1", "2026-09-14..2026-09-16", ["fact/fct_order_lines"], "late file", "ana",
-                        {"ticket": "OPS-7"})
+def test_failing_partitions_from_figures() -> None:
+    assert fmt.failing_partitions({"mismatches": {"2026-09-19": {}}, "partitions": 2}) == ["2026-09-19"]
+    assert fmt.failing_partitions({"duplicate_line_ids": {"2026-09-01": 0, "2026-09-02": 3}}) == ["2026-09-02"]
+    assert fmt.failing_partitions({"per_partition": {"2026-09-01": {"delta": 0}, "2026-09-02": {"delta": -4}}}) == \
+        ["2026-09-02"]
+    assert fmt.failing_partitions({"2026-09-05": "record 3: cost is not a number"}) == ["2026-09-05"]
+    assert fmt.failing_partitions({"value": 1}) == [] and fmt.failing_partitions(None) == []
+
+
+def test_run_failure_names_assets_not_the_implicit_job_failing_days_errors_and_links() -> None:
+    f = fmt.RunFailure(None, ["fact/fct_order_lines", "mart/revenue_daily"], "r1234567-x", "2026-09-01..2026-09-17",
+                       ["2026-09-17"], "bf-9", HOSTILE,
+                       [fmt.StepError("fact_and_mart", ["fact/fct_order_lines"], "Not published: <b>bad</b> ```x```")])
+    messages = fmt.run_failure(f, LINKS)
+    _valid(messages)
+    shown = _shown(messages)
+    assert "__ASSET_JOB" not in shown and "`fact/fct_order_lines`, `mart/revenue_daily`" in shown
+    assert "partition=2026-09-17|2026-09-17>" in shown and "2026-09-01..2026-09-17" in shown
+    assert "&lt;b&gt;bad&lt;/b&gt;" in shown and "``````" not in shown
+    assert "<http://ui.example/runs/r1234567-x|r1234567>" in shown and "<http://ui.example/runs/b/bf-9|bf-9>" in shown
+    named = fmt.run_failure(fmt.RunFailure(**{**f.__dict__, "job": "atlasmart_daily"}), LINKS)
+    assert "(job `atlasmart_daily`)" in _shown(named)
+
+
+def test_long_error_is_bounded_and_says_so() -> None:
+    f = fmt.RunFailure("j", ["a/b"], "r", "", [], None, None, [fmt.StepError("s", [], "x" * 9000)])
+    messages = fmt.run_failure(f, LINKS)
+    _valid(messages)
+    assert "more characters in the run's log" in _shown(messages)
+
+
+BACKFILL = fmt.Backfill("bf-1", "2026-09-14..2026-09-16 (3 days)", ["fact/fct_order_lines"], "late file", "ana",
+                        {"ticket": "OPS-7"}, ["run-aaaa1111", "run-bbbb2222"])
 CHANGES = [
-    fmt.PartitionChange("2026-09-14", "pub-1", "publish", 10, 12, [10, 5, 20, 100, 60, 40], [12, 6, 24, 120, 70, 50],
+    fmt.PartitionChange("2026-09-14", "pub-1", "publish", 10, 12, [10, 5, 20, 690, 60, 40], [12, 6, 24, 700, 70, 50],
                         "a" * 64, "b" * 64, True),
     fmt.PartitionChange("2026-09-15", "pub-1", "publish", 9, 9, [9, 4, 18, 90, 50, 40], [9, 4, 18, 90, 50, 40],
                         "c" * 64, "c" * 64, False),
@@ -45,26 +122,148 @@ CHANGES = [
 NEIGHBOURS = [fmt.Neighbour("2026-09-13", "pub-0", "d" * 64, True), fmt.Neighbour("2026-09-17", None, None, True)]
 
 
-def test_started_notice_has_window_assets_reason_and_who() -> None:
-    text = fmt.backfill_started(BACKFILL)
-    for part in ("bf-1", "2026-09-14..2026-09-16", "fact/fct_order_lines", "late file", "ana", "ticket=OPS-7"):
-        assert part in text
+def test_started_notice_has_window_assets_reason_who_tags_and_backfill_link() -> None:
+    messages = fmt.backfill_started(BACKFILL, LINKS, "mart.revenue_daily_v")
+    _valid(messages)
+    shown = _shown(messages)
+    for part in ("<http://ui.example/runs/b/bf-1|bf-1>", "2026-09-14..2026-09-16 (3 days)", "fact/fct_order_lines",
+                 "late file", "*Requested by*\nana", "ticket=OPS-7", "mart.revenue_daily_v"):
+        assert part in shown
+    assert messages[0].text.startswith("Correction in progress — backfill bf-1")
 
 
-def test_change_notice_shows_before_after_hash_and_neighbours() -> None:
-    md = fmt.change_notice_markdown(BACKFILL, CHANGES, NEIGHBOURS)
-    assert "| 2026-09-14 | 10 → 12 (+2) | [10, 5, 20, 100, 60, 40] | [12, 6, 24, 120, 70, 50] | changed aaaaaaaaaaaa → bbbbbbbbbbbb |" in md
-    assert "| 2026-09-15 | 9 → 9 (+0) |" in md and "unchanged cccccccccccc" in md
+def test_requested_by_falls_back_to_the_reason() -> None:
+    assert fmt.requested_by(None, "late file") == "no user tag — reason: late file"
+    assert fmt.requested_by("ana", "late file") == "ana"
+
+
+def test_internal_tags_are_not_shown() -> None:
+    tags = {".dagster/grpc_info": '{"socket": "/tmp/x"}', "dagster/backfill": "b", "dagster/from_ui": "true",
+            "atlasmart/reason": "r", "ticket": "OPS-7"}
+    assert fmt.visible_tags(tags, hidden=["atlasmart/reason"]) == {"ticket": "OPS-7"}
+
+
+def test_published_message_lists_changed_days_with_named_deltas_and_unchanged_ranges() -> None:
+    messages = fmt.backfill_published(BACKFILL, CHANGES, NEIGHBOURS, "http://notices.example/bf-1.md",
+                                      "mart/revenue_daily", LINKS)
+    _valid(messages)
+    shown = _shown(messages)
+    assert "2 partition(s) republished, content changed in 1" in shown
+    day = next(line for line in shown.splitlines() if "2026-09-14|2026-09-14>" in line)
+    assert "rows 10 → 12 (+2)" in day and "gmv 690 → 700 (+10)" in day and "units 20 → 24 (+4)" in day
+    assert "hash aaaaaaaaaaaa → bbbbbbbbbbbb" in day
+    assert "<http://ui.example/assets/mart/revenue_daily?view=partitions&partition=2026-09-14|2026-09-14>" in day
+    assert "1 day(s): 2026-09-15" in shown and "2026-09-17 unchanged (never published)" in shown
+    assert "<http://notices.example/bf-1.md|bf-1.md>" in shown
+    assert "|---|" not in shown
+    path = fmt.backfill_published(BACKFILL, CHANGES, NEIGHBOURS, "/data/notices/bf-1.md", "mart/revenue_daily", LINKS)
+    assert "`/data/notices/bf-1.md`" in _shown(path) and "/data/notices/bf-1.md" in path[0].text
+
+
+def _day(i: int) -> str:
+    return (dt.date(2025, 1, 1) + dt.timedelta(days=i)).isoformat()
+
+
+def test_two_years_of_changes_are_split_over_messages_within_slack_limits_and_nothing_is_lost() -> None:
+    changes = [fmt.PartitionChange(_day(i), "pub-9", "publish", 100 + i, 101 + i, [100 + i, 50, 300, 6900.5, 4000, 2900.5],
+                                   [101 + i, 50, 301, 6910.25, 4001, 2909.25], "a" * 64, "b" * 64, True)
+               for i in range(700)]
+    changes += [fmt.PartitionChange(_day(700 + i), "pub-9", "publish", 5, 5, [5] * 6, [5] * 6, "c" * 64, "c" * 64, False)
+                for i in range(28)]
+    messages = fmt.backfill_published(BACKFILL, changes, NEIGHBOURS, "/n/bf-1.md", "mart/revenue_daily", LINKS)
+    _valid(messages)
+    assert len(messages) > 1 and "(part 2 of" in _shown(messages[1:2])
+    shown = _shown(messages)
+    assert all(f"partition={c.partition}|{c.partition}>: rows" in shown for c in changes[:700])
+    assert "28 day(s): 2026-12-02..2026-12-29" in shown
+    assert "2026-09-13 unchanged" in shown and "/n/bf-1.md" in shown
+
+
+@pytest.mark.parametrize("n", [1, 50, 51, 99, 100, 149])
+def test_blocks_are_spread_over_messages_of_at_most_50_and_none_is_lost(n: int) -> None:
+    blocks = [fmt._section(f"b{i}") for i in range(n)]
+    messages = fmt._messages(["head"], blocks)
+    _valid(messages)
+    kept = [b for m in messages for b in m.blocks if not b["text"]["text"].startswith("_(part")]
+    assert kept == blocks and len(messages) == (1 if n <= 50 else 1 + -(-(n - 50) // 49))
+
+
+def test_window_text_groups_consecutive_days() -> None:
+    assert fmt.window_text(["2026-09-03", "2026-09-01", "2026-09-02", "2026-09-06"]) == "2026-09-01..2026-09-03, 2026-09-06"
+    assert fmt.window_label(["2026-09-01", "2026-09-02"]) == "2026-09-01..2026-09-02 (2 days)"
+    assert fmt.window_label([]) == ""
+
+
+def test_deltas_are_named_and_signed() -> None:
+    assert fmt.control_deltas([10, 5, 20, 690, 60, 40], [10, 5, 20, 700, 60, 39.75]) == \
+        ["gmv 690 → 700 (+10)", "gross_profit 40 → 39.75 (-0.25)"]
+    assert fmt.delta(None, 5) == "new 5" and fmt.delta(2407.9, 2408.9) == "2407.9 → 2408.9 (+1)"
+
+
+def test_rollback_replies_name_the_undone_backfill_and_restored_days() -> None:
+    messages = fmt.rolled_back("r9abcdef-1", "bad fix", CHANGES[:1], ["bf-1"], "mart/revenue_daily", LINKS)
+    _valid(messages)
+    shown = _shown(messages)
+    assert "*Rolled back* 2026-09-14" in shown and "<http://ui.example/runs/b/bf-1|bf-1>" in shown
+    assert "bad fix" in shown and "gmv 690 → 700 (+10)" in shown
+
+
+# --- hostile input --------------------------------------------------------------------------------------------
+
+def _hostile_backfill() -> fmt.Backfill:
+    return fmt.Backfill("bf-1", "2026-09-14", ["a/b"], HOSTILE, None, {"note": "<@U123> & <https://evil|click>"})
+
+
+@pytest.mark.parametrize("build", [
+    lambda: fmt.backfill_started(_hostile_backfill(), LINKS, "v"),
+    lambda: fmt.backfill_failed(_hostile_backfill(), "FAILURE", LINKS),
+    lambda: fmt.backfill_published(_hostile_backfill(), CHANGES, NEIGHBOURS, "/n/x.md", "a/b", LINKS),
+    lambda: fmt.rolled_back("r", HOSTILE, CHANGES, ["bf-1"], "a/b", LINKS),
+    lambda: fmt.run_failure(fmt.RunFailure(None, ["a/b"], "r", "", [], "bf-1", HOSTILE,
+                                           [fmt.StepError("s", [], HOSTILE)]), LINKS),
+    lambda: fmt.check_failure(fmt.CheckFailure("a/b", "c", "ERROR", True, [], "", HOSTILE, {"x": HOSTILE}, "r"), LINKS),
+])
+def test_hostile_values_cannot_ping_or_forge_a_status_line(build) -> None:  # noqa: ANN001
+    messages = build()
+    _valid(messages)
+    for text in [m.text for m in messages] + [_shown(messages)]:
+        assert "<!channel>" not in text and "<@U123>" not in text and "<https://evil" not in text
+        text = re.sub(r"```.*?```", "", text, flags=re.DOTALL)  # error text is verbatim in code: not rendered
+        assert not re.search(r"^\s*\*Correction published\*", text, re.MULTILINE)
+        assert not any(line.startswith("*Correction published* fake") for line in text.splitlines())
+    assert "&lt;!channel&gt; urgent *Correction published* fake line" in _shown(messages)
+
+
+def test_hostile_values_cannot_forge_markdown_in_the_change_notice() -> None:
+    b = fmt.Backfill("bf-1", "2026-09-14", ["a/b"], "x\n# Published OK\n| 2026-09-14 | fake |", "<b>eve</b>",
+                     {"t": "[click](http://evil)"})
+    md = fmt.change_notice_markdown(b, CHANGES, NEIGHBOURS, LINKS)
+    assert not any(line.startswith(("# Published", "| 2026-09-14 | fake")) for line in md.splitlines())
+    assert "- Reason: x \\# Published OK \\| 2026-09-14 \\| fake \\|" in md
+    assert "<b>" not in md and "\\[click\\](http://evil)" in md
+    assert "- Backfill: <http://ui.example/runs/b/bf-1>" in md
+
+
+def test_change_notice_shows_before_after_named_deltas_hash_and_neighbours() -> None:
+    md = fmt.change_notice_markdown(BACKFILL, CHANGES, NEIGHBOURS, LINKS)
+    assert ("| 2026-09-14 | 10 → 12 (+2) | lines 10 → 12 (+2), orders 5 → 6 (+1), units 20 → 24 (+4), gmv 690 → 700 "
+            "(+10), cost 60 → 70 (+10), gross_profit 40 → 50 (+10) | [10, 5, 20, 690, 60, 40] | [12, 6, 24, 700, 70, 50] "
+            "| changed aaaaaaaaaaaa → bbbbbbbbbbbb |") in md
+    assert "| 2026-09-15 | 9 → 9 (±0) | none |" in md and "unchanged cccccccccccc" in md
     assert "- 2026-09-13: unchanged (publication pub-0" in md and "- 2026-09-17: unchanged (never published)" in md
-    assert "content changed: 2026-09-14" in md
+    assert "content changed: 2026-09-14" in md and "- Tags: ticket=OPS\\-7" not in md and "ticket=OPS-7" in md
 
 
-def test_published_message_summarises_changed_partitions() -> None:
-    text = fmt.backfill_published(BACKFILL, CHANGES, NEIGHBOURS, "/data/notices/bf-1.md")
-    assert "2 partition(s) republished, content changed in 1 (2026-09-14)" in text
-    assert "/data/notices/bf-1.md" in text
+@pytest.mark.parametrize("given", ["http://127.0.0.1:9/api", "http://127.0.0.1:9/api/", "http://127.0.0.1:9",
+                                   "http://127.0.0.1:9/"])
+def test_slack_base_url_accepted_with_or_without_api(given: str) -> None:
+    assert api_base_url(given) == "http://127.0.0.1:9/api/"
 
 
-def test_rollback_names_the_undone_backfill() -> None:
-    text = fmt.rolled_back("r9", "http://ui/runs/r9", "bad fix", CHANGES[:1], ["bf-1"])
-    assert "Rolled back* 2026-09-14" in text and "`bf-1`" in text and "bad fix" in text
+def test_a_hostile_backfill_id_never_becomes_a_path() -> None:
+    from atlasmart_assets.alerts.lifecycle import notice_name
+
+    assert notice_name("bf-20260920-01") == "bf-20260920-01.md"
+    for hostile in ("../../../x/evil", "/etc/passwd", ".hidden", "a b", "x" * 300):
+        name = notice_name(hostile)
+        assert "/" not in name and not name.startswith(".") and name.startswith("id-"), name

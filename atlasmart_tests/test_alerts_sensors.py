@@ -1,12 +1,14 @@
-"""The alert sensors against real Dagster runs and a real HTTP server speaking chat.postMessage."""
+"""The alert sensors against real Dagster runs and a real HTTP server on 127.0.0.1 speaking chat.postMessage."""
 
 from __future__ import annotations
 
 import json
 import logging
 import os
+import re
 import shutil
 import sys
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -14,10 +16,14 @@ import dagster as dg
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+from atlasmart_assets.resources import Warehouse  # noqa: E402
 from slack_server import HTTP_500, OK, RATELIMITED, SLOW, SlackServer  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 TOKEN = "xoxb-test-secret-token-0001"
+HOSTILE = "<!channel> urgent\n*Correction published* fake line"
+GRPC_INFO = '{"host": "localhost", "socket": "/tmp/tmpabc/grpc.sock"}'
+ASSET_WINDOW = ["2026-09-03", "2026-09-04", "2026-09-05"]
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +43,11 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     os.environ.update(saved)
 
 
+@pytest.fixture(autouse=True)
+def token(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ATLASMART_SLACK_TOKEN", TOKEN)
+
+
 def _run(instance: dg.DagsterInstance, job: str = "atlasmart_daily", partition: str | None = None,
          window: tuple[str, str] | None = None, **tags: str) -> dg.ExecuteInProcessResult:
     from atlasmart_assets.definitions import defs
@@ -47,18 +58,33 @@ def _run(instance: dg.DagsterInstance, job: str = "atlasmart_daily", partition: 
                                                         raise_on_error=False)
 
 
+def _asset_backfill(instance: dg.DagsterInstance, backfill_id: str, keys: list[str], tags: dict[str, str]) -> None:
+    """A backfill as the UI launches it: an asset backfill, which Dagster stores without partition_names."""
+    from dagster._core.execution.backfill import PartitionBackfill
+
+    from atlasmart_assets.definitions import defs
+    graph = defs.resolve_asset_graph()
+    selection = [k for k in graph.get_all_asset_keys() if graph.get(k).partitions_def is not None]
+    instance.add_backfill(PartitionBackfill.from_asset_partitions(
+        backfill_id=backfill_id, asset_graph=graph, partition_names=keys, asset_selection=selection,
+        backfill_timestamp=time.time(), tags=tags, dynamic_partitions_store=instance, all_partitions=False,
+        title=None, description=None, run_config=None))
+
+
 @pytest.fixture(scope="module")
 def history(env: Path) -> Iterator[dict[str, Any]]:
     """One instance with: a clean daily run, a published backfill, a backfill refused by a blocking check,
-    a backfill refused by the fence, a republish and its rollback."""
+    a backfill refused by the fence, a republish and its rollback, and an asset backfill not started yet."""
     with dg.instance_for_test(temp_dir=str(env / "home")) as instance:
         runs = {
             "daily": _run(instance, partition="2026-09-17"),
             "ok": _run(instance, window=("2026-09-14", "2026-09-16"), **{"dagster/backfill": "bf-ok",
-                       "atlasmart/reason": "late file", "user": "ana", "ticket": "OPS-7"}),
+                       "atlasmart/reason": "late file", "user": "ana", "ticket": "OPS-7",
+                       ".dagster/grpc_info": GRPC_INFO}),
             "bad": _run(instance, window=("2026-09-18", "2026-09-19"), **{"dagster/backfill": "bf-bad",
                         "atlasmart/reason": "fix costs"}),
-            "fenced": _run(instance, window=("2026-09-20", "2026-09-21"), **{"dagster/backfill": "bf-fenced"}),
+            "fenced": _run(instance, window=("2026-09-20", "2026-09-21"), **{"dagster/backfill": "bf-fenced",
+                           "atlasmart/reason": HOSTILE}),
             "redo": _run(instance, window=("2026-09-17", "2026-09-17"), **{"dagster/backfill": "bf-redo",
                          "atlasmart/reason": "recheck"}),
         }
@@ -68,13 +94,29 @@ def history(env: Path) -> Iterator[dict[str, Any]]:
             run_config={"ops": {"rollback_range": {"config": {"start": "2026-09-17", "reason": "undo recheck"}}}})
         assert [runs[k].success for k in ("daily", "ok", "bad", "fenced", "redo", "rollback")] == \
             [True, True, False, False, True, True]
+        _asset_backfill(instance, "bf-asset", ASSET_WINDOW, {"atlasmart/reason": HOSTILE, "user": "bo",
+                                                             "dagster/from_ui": "true"})
         yield {"instance": instance, "runs": runs, "home": env / "home"}
+
+
+BACKFILLS = ("bf-ok", "bf-bad", "bf-fenced", "bf-redo", "bf-asset")
+CHECKS = "atlasmart_check_failures_to_slack"
+RUNS = "atlasmart_run_failures_to_slack"
+LIFECYCLE = "atlasmart_backfill_lifecycle_to_slack"
+
+
+def _forget(instance: dg.DagsterInstance) -> None:
+    """Start a test from nothing delivered: blank the sensors' journals and the backfills' threads."""
+    from atlasmart_assets.alerts.delivery import JOURNAL_KEY, THREAD_KEY
+    keys = [JOURNAL_KEY.format(sensor=s) for s in (CHECKS, RUNS, LIFECYCLE)]
+    keys += [THREAD_KEY.format(backfill_id=b) for b in BACKFILLS]
+    instance.daemon_cursor_storage.set_cursor_values({k: "" for k in keys})
 
 
 def _slack(server: SlackServer, **kw: Any) -> Any:
     from atlasmart_assets.alerts.slack import AtlasSlack
-    return AtlasSlack(token=dg.EnvVar("ATLASMART_SLACK_TOKEN"), base_url=server.base_url,
-                      ui_base_url="http://ui.test", timeout_s=1, **kw)
+    kw = {"base_url": server.base_url, "timeout_s": 1, **kw}
+    return AtlasSlack(token=dg.EnvVar("ATLASMART_SLACK_TOKEN"), ui_base_url="http://ui.test", **kw)
 
 
 def _tick(sensor_name: str, instance: dg.DagsterInstance, slack: Any, cursor: str | None,
@@ -82,28 +124,68 @@ def _tick(sensor_name: str, instance: dg.DagsterInstance, slack: Any, cursor: st
     from atlasmart_assets.definitions import defs
     definitions = definitions or defs
     ctx = dg.build_sensor_context(instance=instance, cursor=cursor, definitions=definitions,
-                                  resources={"slack": slack})
+                                  resources={"slack": slack, "warehouse": Warehouse()})
     return definitions.get_sensor_def(sensor_name).evaluate_tick(ctx)
 
 
-CHECKS = "atlasmart_check_failures_to_slack"
-RUNS = "atlasmart_run_failures_to_slack"
-LIFECYCLE = "atlasmart_backfill_lifecycle_to_slack"
+def _failing_tick(*args: Any, **kw: Any) -> str:
+    """A tick that must raise SlackUnavailable (the daemon then records a FAILURE tick); the error's text."""
+    from atlasmart_assets.alerts.delivery import SlackUnavailable
+    with pytest.raises(SlackUnavailable) as info:
+        _tick(*args, **kw)
+    return str(info.value)
 
 
-def test_failed_blocking_check_is_alerted_once_with_figures_and_link(history: dict[str, Any]) -> None:
+def _run_id_of(message: dict[str, Any]) -> str:
+    return re.search(r"/runs/([0-9a-f-]{36})", message["text"]).group(1)  # type: ignore[union-attr]
+
+
+def test_backfill_alerts_wait_for_started_then_reply_in_its_thread(history: dict[str, Any]) -> None:
+    """A backfill's check and run failures are posted after its "started" message, as replies in its thread,
+    whichever sensor ticks first."""
+    instance, runs = history["instance"], history["runs"]
+    _forget(instance)
+    with SlackServer() as server:
+        checks = _tick(CHECKS, instance, _slack(server), None)
+        failures = _tick(RUNS, instance, _slack(server), None)
+        assert server.messages == []
+        assert "waiting for their backfill's started message" in checks.skip_message
+        assert "waiting for backfill bf-bad's started message" in failures.skip_message
+        _tick(LIFECYCLE, instance, _slack(server), None)
+        started = {b: next(m for m in server.messages if "Correction in progress" in m["text"] and f" {b} " in m["text"])
+                   for b in BACKFILLS}
+        checks = _tick(CHECKS, instance, _slack(server), checks.cursor)
+        failures = _tick(RUNS, instance, _slack(server), failures.cursor)
+        count = len(server.messages)
+        _tick(CHECKS, instance, _slack(server), checks.cursor)
+        _tick(RUNS, instance, _slack(server), failures.cursor)
+    assert len(server.messages) == count, "a second tick re-sent an alert"
+    manifest = [m for m in server.messages if "raw_order_lines_match_manifest" in m["text"]]
+    assert len(manifest) == 1 and manifest[0]["thread_ts"] == started["bf-bad"]["ts"]
+    bad_run, fenced_run = runs["bad"].run_id, runs["fenced"].run_id
+    run_alerts = {_run_id_of(m): m for m in server.messages if m["text"].startswith("Run failed")}
+    assert run_alerts[bad_run]["thread_ts"] == started["bf-bad"]["ts"]
+    assert run_alerts[fenced_run]["thread_ts"] == started["bf-fenced"]["ts"]
+    assert all(server.messages.index(started["bf-bad"]) < server.messages.index(m)
+               for m in (manifest[0], run_alerts[bad_run]))
+
+
+def test_check_failure_names_the_failing_day_figures_and_links(history: dict[str, Any],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from atlasmart_assets.alerts import delivery
+    monkeypatch.setattr(delivery, "THREAD_WAIT_S", 0.0)
+    instance = history["instance"]
+    _forget(instance)
     bad_run = history["runs"]["bad"].run_id
     with SlackServer() as server:
-        first = _tick(CHECKS, history["instance"], _slack(server), None)
-        texts = list(server.texts)
-        second = _tick(CHECKS, history["instance"], _slack(server), first.cursor)
-    assert len(server.texts) == len(texts), "the second tick re-sent an alert"
-    manifest = [t for t in texts if "raw_order_lines_match_manifest" in t]
-    assert len(manifest) == 1
-    text = manifest[0]
-    for part in ("raw/order_lines", "ERROR", "2026-09-18..2026-09-19", "2408.9", f"<http://ui.test/runs/{bad_run}|"):
-        assert part in text
-    assert second.cursor is not None
+        _tick(CHECKS, instance, _slack(server), None)
+    shown = next(r for r in server.rendered if "raw_order_lines_match_manifest" in r)
+    for part in ("<http://ui.test/assets/raw/order_lines|raw/order_lines>", "*ERROR* (blocking)",
+                 "*Failing partition(s)*\n<http://ui.test/assets/raw/order_lines?view=partitions&partition=2026-09-19|",
+                 "*Run window*\n2026-09-18..2026-09-19", "2408.9", f"<http://ui.test/runs/{bad_run}|",
+                 "<http://ui.test/runs/b/bf-bad|bf-bad>"):
+        assert part in shown
+    assert "\\u" not in shown
 
 
 def test_check_passed_false_is_recorded_as_failed(history: dict[str, Any]) -> None:
@@ -111,6 +193,7 @@ def test_check_passed_false_is_recorded_as_failed(history: dict[str, Any]) -> No
     key = dg.AssetCheckKey(dg.AssetKey(["raw", "order_lines"]), "raw_order_lines_match_manifest")
     failed = [r for r in records_after(history["instance"], key, 0) if r.failed]
     assert [(r.run_id, r.passed, r.severity) for r in failed] == [(history["runs"]["bad"].run_id, False, "ERROR")]
+    assert failed[0].created > 0
 
 
 @pytest.fixture()
@@ -135,37 +218,127 @@ def _materialize_tiny(defs: dg.Definitions, instance: dg.DagsterInstance, n: int
 
 
 def test_warn_failures_resume_after_restart_without_duplicates_or_gaps(warn_defs: dg.Definitions,
-                                                                      tmp_path: Path) -> None:
+                                                                      tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     from atlasmart_assets.alerts import common
     with SlackServer() as server:
         with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
             _materialize_tiny(warn_defs, instance, 3)
             saved = _tick(CHECKS, instance, _slack(server), None, warn_defs).cursor
-        assert len(server.texts) == 3 and all(":warning:" in t and '"minimum": 2' in t for t in server.texts)
+        assert len(server.texts) == 3 and all(":warning:" in t and "minimum: 2" in t for t in server.rendered)
         with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
             _materialize_tiny(warn_defs, instance, 2)
-            old_batch, common.BATCH = common.BATCH, 1
-            try:
-                cursor = saved
-                for _ in range(3):
-                    cursor = _tick(CHECKS, instance, _slack(server), cursor, warn_defs).cursor
-            finally:
-                common.BATCH = old_batch
+            monkeypatch.setattr(common, "BATCH", 1)
+            cursor = saved
+            for _ in range(3):
+                cursor = _tick(CHECKS, instance, _slack(server), cursor, warn_defs).cursor
             runs = [r.run_id for r in instance.get_runs()]
-    alerted = [t.rsplit("|", 1)[1].rstrip(">") for t in server.texts]
+    alerted = [_run_id_of(m) for m in server.messages]
     assert sorted(alerted) == sorted(runs) and len(set(alerted)) == 5
 
 
-@pytest.mark.parametrize("mode", [RATELIMITED, HTTP_500, SLOW])
-def test_refused_post_keeps_the_alert_for_the_next_tick(warn_defs: dg.Definitions, tmp_path: Path,
-                                                        mode: str) -> None:
-    with SlackServer(mode=mode, slow_s=2.5) as server, dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+@pytest.mark.parametrize("mode", [HTTP_500, SLOW])
+def test_slack_outage_fails_the_tick_visibly_and_loses_or_repeats_nothing(warn_defs: dg.Definitions,
+                                                                          tmp_path: Path, mode: str) -> None:
+    """Slack takes one alert, then is down: the tick FAILS with the reason (Dagster keeps the old cursor), and
+    the next tick, from that old cursor, sends the two others and not the first again."""
+    with SlackServer(slow_s=2.5) as server, dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        _materialize_tiny(warn_defs, instance, 3)
+        server.script = [OK, mode]
+        error = _failing_tick(CHECKS, instance, _slack(server), None, warn_defs)
+        assert "delivered 1 check alert(s)" in error and "Slack did not take the next message" in error
+        assert len(server.messages) == 1
+        _tick(CHECKS, instance, _slack(server), None, warn_defs)
+        runs = sorted(r.run_id for r in instance.get_runs())
+    assert sorted(_run_id_of(m) for m in server.messages) == runs
+
+
+def test_the_code_server_reports_an_outage_as_a_failed_evaluation_with_the_reason(warn_defs: dg.Definitions,
+                                                                                  tmp_path: Path) -> None:
+    """What the daemon receives from the code server for a tick that raised: an error snapshot (the tick is
+    recorded as FAILURE, shown red in the UI with this text), not a skip."""
+    from dagster._core.remote_origin import RegisteredCodeLocationOrigin
+    from dagster._grpc.impl import get_external_sensor_execution
+    with SlackServer(mode=HTTP_500) as server, dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
         _materialize_tiny(warn_defs, instance, 1)
-        refused = _tick(CHECKS, instance, _slack(server), None, warn_defs)
-        assert server.messages == [] and "retried next tick" in refused.skip_message
-        server.mode = OK
-        _tick(CHECKS, instance, _slack(server), refused.cursor, warn_defs)
-    assert len(server.texts) == 1 and "tiny_is_big" in server.texts[0]
+        defs = dg.Definitions(assets=warn_defs.assets, asset_checks=warn_defs.asset_checks,
+                              sensors=warn_defs.sensors, resources={"slack": _slack(server)})
+        snap = get_external_sensor_execution(defs.get_repository_def(), RegisteredCodeLocationOrigin("t"),
+                                             instance.get_ref(), CHECKS, None, None, None, None, None)
+    assert type(snap).__name__ == "SensorExecutionErrorSnap"
+    text = snap.error.to_string()
+    assert "Error occurred during the execution of evaluation_fn for sensor atlasmart_check_failures_to_slack" in text
+    assert "SlackUnavailable" in text and "HTTP 500" in text and "retried on the next tick" in text
+
+
+def test_daemon_killed_mid_tick_resends_nothing_slack_took(warn_defs: dg.Definitions, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from atlasmart_assets.alerts.slack import AtlasSlack
+    post = AtlasSlack.post
+    calls = {"n": 0}
+
+    def dies_after_two(self: AtlasSlack, *args: Any, **kw: Any) -> str:
+        if calls["n"] == 2:
+            raise SystemExit("daemon killed")
+        calls["n"] += 1
+        return post(self, *args, **kw)
+
+    with SlackServer() as server, dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        _materialize_tiny(warn_defs, instance, 3)
+        monkeypatch.setattr(AtlasSlack, "post", dies_after_two)
+        with pytest.raises(SystemExit):
+            _tick(CHECKS, instance, _slack(server), None, warn_defs)
+        monkeypatch.setattr(AtlasSlack, "post", post)
+        assert len(server.messages) == 2
+        cursor = _tick(CHECKS, instance, _slack(server), None, warn_defs).cursor
+        _tick(CHECKS, instance, _slack(server), cursor, warn_defs)
+        runs = sorted(r.run_id for r in instance.get_runs())
+    assert sorted(_run_id_of(m) for m in server.messages) == runs
+
+
+def test_429_with_short_retry_after_is_waited_out_in_the_tick(warn_defs: dg.Definitions, tmp_path: Path) -> None:
+    with SlackServer(retry_after_s=1) as server, dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        _materialize_tiny(warn_defs, instance, 1)
+        server.script = [RATELIMITED]
+        result = _tick(CHECKS, instance, _slack(server, max_wait_s=5), None, warn_defs)
+    assert "delivered 1 check alert(s)" in result.skip_message
+    assert server.attempts == 2 and server.attempt_times[1] - server.attempt_times[0] >= 1.0
+    assert len(server.messages) == 1
+
+
+def test_429_with_long_retry_after_stops_and_no_tick_posts_before_it(warn_defs: dg.Definitions,
+                                                                     tmp_path: Path) -> None:
+    with SlackServer(retry_after_s=2) as server, dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        _materialize_tiny(warn_defs, instance, 2)
+        server.script = [RATELIMITED]
+        first = _tick(CHECKS, instance, _slack(server, max_wait_s=0), None, warn_defs)
+        assert "rate-limited" in first.skip_message and "not before" in first.skip_message
+        assert json.loads(first.cursor)["not_before"] > time.time()
+        early = _tick(CHECKS, instance, _slack(server, max_wait_s=0), first.cursor, warn_defs)
+        assert server.attempts == 1 and server.messages == [] and "rate-limited" in early.skip_message
+        time.sleep(2.1)
+        late = _tick(CHECKS, instance, _slack(server, max_wait_s=0), early.cursor, warn_defs)
+    assert len(server.messages) == 2 and "not_before" not in json.loads(late.cursor)
+
+
+def test_blocks_slack_refuses_are_resent_as_text(tmp_path: Path) -> None:
+    from atlasmart_assets.alerts import format as fmt
+    from atlasmart_assets.alerts.delivery import Outbox
+    with SlackServer() as server, dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        ctx = dg.build_sensor_context(instance=instance, cursor=None)
+        box = Outbox(ctx, _slack(server), "probe")
+        too_many = tuple({"type": "section", "text": {"type": "mrkdwn", "text": "x"}} for _ in range(60))
+        assert box.send("k", [fmt.Message("the fallback", too_many)], lambda ts: None)
+    assert len(server.refused) == 1 and server.messages[0].get("blocks") is None
+    assert server.messages[0]["text"].startswith("the fallback") and "invalid_blocks" in server.messages[0]["text"]
+
+
+@pytest.mark.parametrize("path", ["/api", "/api/", "", "/"])
+def test_slack_base_url_with_or_without_api(path: str) -> None:
+    from atlasmart_assets.alerts import format as fmt
+    with SlackServer() as server:
+        ts = _slack(server, base_url=server.origin + path).post(fmt.Message("hello", ()))
+    assert server.texts == ["hello"] and ts == server.messages[0]["ts"]
 
 
 def test_without_token_sensors_skip_with_reason(history: dict[str, Any]) -> None:
@@ -177,50 +350,105 @@ def test_without_token_sensors_skip_with_reason(history: dict[str, Any]) -> None
     assert server.attempts == 0
 
 
-def test_run_failures_alerted_once_with_errors(history: dict[str, Any]) -> None:
-    runs = history["runs"]
+def test_run_failures_name_assets_failing_days_and_escape_the_reason(history: dict[str, Any],
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from atlasmart_assets.alerts import delivery
+    monkeypatch.setattr(delivery, "THREAD_WAIT_S", 0.0)
+    instance, runs = history["instance"], history["runs"]
+    _forget(instance)
     with SlackServer() as server:
-        cursor = _tick(RUNS, history["instance"], _slack(server), None).cursor
-        first = list(server.texts)
-        _tick(RUNS, history["instance"], _slack(server), cursor)
-    assert len(first) == 2 and server.texts == first
+        cursor = _tick(RUNS, instance, _slack(server), None).cursor
+        first = list(server.rendered)
+        _tick(RUNS, instance, _slack(server), cursor)
+    assert len(first) == 2 and server.rendered == first
     fenced = next(t for t in first if runs["fenced"].run_id in t)
-    assert "Refused: backfill bf-fenced" in fenced and "2026-09-20..2026-09-21" in fenced
+    assert "Refused: backfill bf-fenced" in fenced and "*Failing partition(s)*\n2026-09-20..2026-09-21" in fenced
+    assert "&lt;!channel&gt; urgent *Correction published* fake line" in fenced and "<!channel>" not in fenced
     bad = next(t for t in first if runs["bad"].run_id in t)
     assert "raw_order_lines_match_manifest" in bad and "fix costs" in bad
+    assert "<http://ui.test/assets/raw/order_lines?view=partitions&partition=2026-09-19|2026-09-19>" in bad
+    assert "*Run window*\n2026-09-18..2026-09-19" in bad and "*Step* `raw__order_lines` (raw/order_lines)" in bad
+    assert "```Not published (2026-09-18..2026-09-19)" in bad
+    assert "__ASSET_JOB" not in bad and "`mart/revenue_daily`" in bad and "`raw/order_lines`" in bad
 
 
-def test_lifecycle_notices_sent_once_in_order_with_change_notice(history: dict[str, Any], env: Path) -> None:
+def test_lifecycle_threads_follow_ups_under_started_with_windows_links_and_notice(
+        history: dict[str, Any], env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from atlasmart_assets.alerts.delivery import THREAD_KEY
+    instance = history["instance"]
+    _forget(instance)
     with SlackServer() as server:
-        cursor = _tick(LIFECYCLE, history["instance"], _slack(server), None).cursor
-        first = list(server.texts)
-        _tick(LIFECYCLE, history["instance"], _slack(server), cursor)
-    assert server.texts == first
-    by = {b: [t for t in first if f"`{b}`" in t and "Rolled back" not in t]
-          for b in ("bf-ok", "bf-bad", "bf-fenced", "bf-redo")}
-    assert all(len(v) == 2 and "Correction in progress" in v[0] for v in by.values())
-    started_ok, published_ok = by["bf-ok"]
-    assert "2026-09-14..2026-09-16" in started_ok and "late file" in started_ok and "ana" in started_ok
-    assert "3 partition(s) republished" in published_ok
-    assert "Correction failed" in by["bf-bad"][1] and "Correction failed" in by["bf-fenced"][1]
+        cursor = _tick(LIFECYCLE, instance, _slack(server, notice_base_url="https://wiki.test/notices/"), None).cursor
+        first = list(server.messages)
+        _tick(LIFECYCLE, instance, _slack(server), cursor)
+    assert server.messages == first, "a second tick re-sent a notice"
+    started = {b: next(m for m in first if m["text"].startswith(f"Correction in progress — backfill {b} "))
+               for b in BACKFILLS}
+    assert all("thread_ts" not in m for m in started.values())
+    assert all(instance.daemon_cursor_storage.get_cursor_values({k}).get(k) == started[b]["ts"]
+               for b in BACKFILLS for k in [THREAD_KEY.format(backfill_id=b)])
+    state = json.loads(cursor)["backfills"]
+    assert {b: state[b]["ts"] for b in BACKFILLS} == {b: m["ts"] for b, m in started.items()}
+    replies = {b: [m for m in first if m.get("thread_ts") == started[b]["ts"]] for b in BACKFILLS}
+    assert [len(replies[b]) for b in BACKFILLS] == [1, 1, 1, 2, 0]
+    assert all(first.index(started[b]) < first.index(r) for b in BACKFILLS for r in replies[b])
+
+    from slack_server import rendered
+    shown = {b: rendered(started[b]) for b in BACKFILLS}
+    assert "over *2026-09-14..2026-09-16 (3 days)*" in shown["bf-ok"] and "*Requested by*\nana" in shown["bf-ok"]
+    assert "*Assets*\n`fact/fct_order_lines`, `mart/revenue_daily`, `raw/order_lines`, `staged/order_lines`" in \
+        shown["bf-ok"]
+    assert "ticket=OPS-7" in shown["bf-ok"] and "<http://ui.test/runs/b/bf-ok|bf-ok>" in shown["bf-ok"]
+    assert all("grpc_info" not in rendered(m) and "socket" not in rendered(m) for m in first)
+    assert "over *2026-09-03..2026-09-05 (3 days)*" in shown["bf-asset"], "asset backfill window from its record"
+    assert "window unknown" not in "".join(shown.values())
+    assert "*Requested by*\nbo" in shown["bf-asset"] and "from_ui" not in shown["bf-asset"]
+    assert "&lt;!channel&gt; urgent *Correction published* fake line" in shown["bf-asset"]
+    assert not any(line.startswith("*Correction published*") for m in first for line in rendered(m).splitlines())
+    assert "*Requested by*\nno user tag — reason: recheck" in shown["bf-redo"]
+
+    published = rendered(replies["bf-ok"][0])
+    assert "3 partition(s) republished" in published and replies["bf-ok"][0]["reply_broadcast"] is False
+    assert "partition=2026-09-14|2026-09-14>: rows new " in published
+    assert "<https://wiki.test/notices/bf-ok.md|bf-ok.md>" in published
+    for b in ("bf-bad", "bf-fenced"):
+        assert "Correction failed" in replies[b][0]["text"] and replies[b][0]["reply_broadcast"] is True
+    rollback = next(m for m in replies["bf-redo"] if "Rolled back" in m["text"])
+    assert rollback["reply_broadcast"] is True and "undo recheck" in rendered(rollback)
+    assert "<http://ui.test/runs/b/bf-redo|bf-redo>" in rendered(rollback)
+
     notice = (env / "data" / "notices" / "bf-ok.md").read_text()
-    assert "| 2026-09-14 | — → " in notice and "- 2026-09-17: unchanged" in notice
-    assert "- 2026-09-13: unchanged (never published)" in notice
-    rollback = [t for t in first if "Rolled back" in t]
-    assert len(rollback) == 1 and "2026-09-17" in rollback[0] and "`bf-redo`" in rollback[0]
-    assert "undo recheck" in rollback[0]
+    assert "| 2026-09-14 | new " in notice and "- 2026-09-17: unchanged" in notice
+    assert "- 2026-09-13: unchanged (never published)" in notice and "- Tags: ticket=OPS-7" in notice
 
 
-def test_token_never_printed(history: dict[str, Any], warn_defs: dg.Definitions, tmp_path: Path,
-                             capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
+def test_lifecycle_cursor_written_before_threads_is_honoured(history: dict[str, Any]) -> None:
+    """A cursor of the previous format ("started"/"done" per backfill): nothing is re-sent, and an outcome still
+    owed goes to the channel (there is no thread to reply in)."""
+    instance = history["instance"]
+    _forget(instance)
+    old = json.dumps({"backfills": {"bf-ok": "started", "bf-bad": "done", "bf-fenced": "done", "bf-redo": "done",
+                                    "bf-asset": "started"}, "rollbacks": []})
+    with SlackServer() as server:
+        _tick(LIFECYCLE, instance, _slack(server), old)
+    published = [m for m in server.messages if "Correction published" in m["text"]]
+    assert len(published) == 1 and "thread_ts" not in published[0]
+    assert not any("Correction in progress" in t or "Correction failed" in t for t in server.texts)
+
+
+def test_token_never_printed(history: dict[str, Any], capsys: pytest.CaptureFixture[str],
+                             caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    from atlasmart_assets.alerts import delivery
+    monkeypatch.setattr(delivery, "THREAD_WAIT_S", 0.0)
     caplog.set_level(logging.DEBUG)
-    results = []
+    _forget(history["instance"])
+    errors = []
     with SlackServer(mode=HTTP_500) as server:
         for name in (CHECKS, RUNS, LIFECYCLE):
-            results.append(_tick(name, history["instance"], _slack(server), None))
+            errors.append(_failing_tick(name, history["instance"], _slack(server), None))
     assert server.auth_headers and all(h == f"Bearer {TOKEN}" for h in server.auth_headers)
     out = capsys.readouterr()
-    seen = out.out + out.err + caplog.text + "".join(str(r) for r in results)
-    assert TOKEN not in seen
+    seen = out.out + out.err + caplog.text + "".join(errors)
+    assert TOKEN not in seen and "HTTP 500" in seen
     from atlasmart_assets.definitions import defs
     assert TOKEN not in repr(defs.resources)

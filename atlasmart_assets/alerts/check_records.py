@@ -29,6 +29,7 @@ class CheckRecord:
     blocking: bool | None
     description: str | None
     metadata: dict[str, Any]
+    created: float = 0.0
 
     @property
     def failed(self) -> bool:
@@ -48,6 +49,7 @@ def _record(r: AssetCheckExecutionRecord) -> CheckRecord:
         blocking=getattr(ev, "blocking", None),
         description=getattr(ev, "description", None),
         metadata={k: getattr(v, "value", v) for k, v in (ev.metadata if ev is not None else {}).items()},
+        created=r.create_timestamp,
     )
 
 

@@ -2,7 +2,10 @@
 
 Cursor, per check: `low`, the record id up to which every execution is settled (passed, alerted, or planned
 in a run that ended without a result), and `sent`, the ids above `low` already alerted. A planned row can turn
-FAILED after younger rows were seen (runs overlap), so the cursor never moves past an unsettled row."""
+FAILED after younger rows were seen (runs overlap), so the cursor never moves past an unsettled row.
+
+A failure in a backfill's run is a reply in the backfill's thread (opened by the lifecycle sensor's "started"
+message); it waits up to delivery.THREAD_WAIT_S for that thread, then goes to the channel."""
 
 from __future__ import annotations
 
@@ -11,10 +14,15 @@ from typing import Any
 
 import dagster as dg
 
+from atlasmart_assets.alerts import common
 from atlasmart_assets.alerts import format as fmt
 from atlasmart_assets.alerts.check_records import CheckRecord, records_after
-from atlasmart_assets.alerts.common import BATCH, SLACK_KEY, dump_cursor, load_cursor, partitions_of, skip_unless_configured
-from atlasmart_assets.alerts.slack import AtlasSlack, SlackPostError
+from atlasmart_assets.alerts.common import SLACK_KEY, skip_unless_configured, window_keys
+from atlasmart_assets.alerts.delivery import Outbox
+from atlasmart_assets.alerts.slack import AtlasSlack
+from atlasmart_assets.contract import BACKFILL_TAG
+
+NAME = "atlasmart_check_failures_to_slack"
 
 
 class _Runs:
@@ -42,23 +50,33 @@ def _settled(rec: CheckRecord, sent: set[int], runs: _Runs) -> bool:
     return True
 
 
-def _failure(group: list[CheckRecord], runs: _Runs, slack: AtlasSlack) -> fmt.CheckFailure:
+def _failure(group: list[CheckRecord], runs: _Runs) -> fmt.CheckFailure:
+    """One message's worth: a check's failed records of one run. The failing days are the records' own
+    partitions, else those the figures single out, else (none named) the run's whole window."""
     first = group[0]
     run = runs.get(first.run_id)
+    tags = run.tags if run else {}
     own = sorted({r.partition for r in group if r.partition})
-    partitions = ", ".join(own) if own else partitions_of(run.tags if run else {})
     figures: Any = first.metadata.get("figures")
     if len(group) > 1:
         figures = {r.partition or str(r.id): r.metadata.get("figures") for r in group}
+    failing = own or sorted({d for r in group for d in fmt.failing_partitions(r.metadata.get("figures"))})
     return fmt.CheckFailure(
         asset=first.key.asset_key.to_user_string(), check=first.key.name, severity=first.severity or "ERROR",
-        blocking=bool(first.blocking), partitions=partitions, description=first.description or "",
-        figures=figures, run_id=first.run_id, run_url=slack.run_url(first.run_id))
+        blocking=bool(first.blocking), failing=failing, window=fmt.window_text(window_keys(tags)) or ", ".join(own),
+        description=first.description or "", figures=figures, run_id=first.run_id,
+        backfill_id=tags.get(BACKFILL_TAG))
 
 
-def evaluate(context: dg.SensorEvaluationContext, slack: AtlasSlack, batch: int = BATCH) -> dg.SkipReason:
-    """One tick: alert up to `batch` unsent failures, oldest first, and persist what was delivered."""
-    state: dict[str, Any] = load_cursor(context.cursor).get("checks", {})
+def evaluate(context: dg.SensorEvaluationContext, slack: AtlasSlack, batch: int | None = None,
+             sensor: str = NAME) -> dg.SkipReason:
+    """One tick: alert up to `batch` unsent failures, oldest first, and persist what was delivered. A failure in
+    a backfill's run is a reply in the backfill's thread, so it waits (up to THREAD_WAIT_S) for that thread."""
+    batch = batch or common.BATCH
+    box = Outbox(context, slack, sensor)
+    if box.stopped:
+        return box.finish("no check alert sent", len(box.state.get("parts", {})))
+    state: dict[str, Any] = box.state.setdefault("checks", {})
     runs = _Runs(context.instance)
     keys = sorted(context.repository_def.asset_graph.asset_check_keys, key=lambda k: k.to_user_string())
     records: dict[str, list[CheckRecord]] = {}
@@ -71,16 +89,20 @@ def evaluate(context: dg.SensorEvaluationContext, slack: AtlasSlack, batch: int 
             if rec.failed and rec.id not in entry["sent"]:
                 pending[(name, rec.run_id)].append(rec)
     groups = sorted(pending.items(), key=lambda item: item[1][0].id)[:batch]
-    delivered, error = 0, None
-    for (name, _), group in groups:
-        try:
-            slack.post(fmt.check_failure(_failure(group, runs, slack)))
-        except SlackPostError as exc:
-            error = str(exc)
-            context.log.warning(f"check alert for {name} not delivered, retried next tick: {error}")
+    waiting = 0
+    for (name, run_id), group in groups:
+        failure = _failure(group, runs)
+        thread, wait = box.reply_target(failure.backfill_id, group[0].created)
+        if wait:
+            waiting += 1
+            continue
+
+        def commit(_ts: str, name: str = name, group: list[CheckRecord] = group) -> None:
+            state[name]["sent"] = sorted(set(state[name]["sent"]) | {r.id for r in group})
+
+        if not box.send(f"check:{name}:{run_id}", fmt.check_failure(failure, slack.links), commit, thread):
+            context.log.warning(f"check alert for {name} not delivered, retried next tick: {box.error}")
             break
-        state[name]["sent"] = sorted(set(state[name]["sent"]) | {r.id for r in group})
-        delivered += 1
     for name, recs in records.items():
         entry = state[name]
         sent = set(entry["sent"])
@@ -89,20 +111,17 @@ def evaluate(context: dg.SensorEvaluationContext, slack: AtlasSlack, batch: int 
                 break
             entry["low"] = rec.id
         entry["sent"] = sorted(i for i in sent if i > entry["low"])
-    context.update_cursor(dump_cursor({"checks": state}))
-    left = sum(1 for _ in pending) - delivered
-    if error:
-        return dg.SkipReason(f"delivered {delivered} check alert(s); Slack refused the next ({error}); "
-                             f"{left} pending, retried next tick")
-    return dg.SkipReason(f"delivered {delivered} check alert(s); {left} pending")
+    left = len(pending) - box.delivered
+    wait = f" ({waiting} waiting for their backfill's started message)" if waiting else ""
+    return box.finish(f"delivered {box.delivered} check alert(s); {left} pending{wait}", left)
 
 
-def build(name: str = "atlasmart_check_failures_to_slack", interval_s: int = 30) -> dg.SensorDefinition:
+def build(name: str = NAME, interval_s: int = 30) -> dg.SensorDefinition:
     @dg.sensor(name=name, minimum_interval_seconds=interval_s, default_status=dg.DefaultSensorStatus.RUNNING,
                required_resource_keys={SLACK_KEY},
                description="Posts one Slack message per failed asset-check execution (WARN and ERROR).")
     def _sensor(context: dg.SensorEvaluationContext) -> dg.SkipReason:
         slack: AtlasSlack = getattr(context.resources, SLACK_KEY)
-        return skip_unless_configured(slack) or evaluate(context, slack)
+        return skip_unless_configured(slack) or evaluate(context, slack, sensor=name)
 
     return _sensor

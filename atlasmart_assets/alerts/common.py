@@ -22,13 +22,13 @@ def dump_cursor(state: Mapping[str, Any]) -> str:
     return json.dumps(state, sort_keys=True, separators=(",", ":"))
 
 
-def partitions_of(tags: Mapping[str, str]) -> str:
-    """The partition or inclusive range a run targets, from its tags ('' when it names none)."""
+def window_keys(tags: Mapping[str, str]) -> list[str]:
+    """Every partition key a run targets, from its tags (a ranged run's days expanded; [] when it names none)."""
     try:
         window = window_from_tags(tags)
     except ValueError:
-        return ""
-    return str(window) if window else ""
+        return []
+    return window.keys if window else []
 
 
 def skip_unless_configured(slack: AtlasSlack) -> dg.SkipReason | None:

@@ -1,12 +1,66 @@
-"""Message text for every alert, as pure functions of plain values: one function per kind of message."""
+"""Slack messages (Block Kit blocks plus a plain-text fallback) and the markdown change notice, as pure functions
+of plain values: one function per kind of message.
+
+Every value that comes from a tag, a check, an error or a file is escaped before it reaches Slack (`&`, `<`,
+`>`, so `<!channel>` cannot ping) and single-line values have their newlines collapsed (so a reason cannot
+forge a status line). Nothing is cut silently: long content is split over several sections and, past Slack's
+50 blocks, over several messages (the later ones post as replies in the first one's thread)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import re
+import urllib.parse
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
-MAX_BLOCK_CHARS = 2500
+from atlasmart_assets.extracts import CONTROL_NAMES
+
+SECTION_CHARS = 3000
+FIELD_CHARS = 2000
+MAX_FIELDS = 10
+MAX_CONTEXT = 10
+MAX_BLOCKS = 50
+FALLBACK_CHARS = 2000
+ERROR_CHARS = 2800
+LINKED_DAYS = 10
+NO_REASON = "(none given)"
+
+Block = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Message:
+    """One chat.postMessage: blocks for the channel, `text` for notifications and clients without blocks."""
+
+    text: str
+    blocks: tuple[Block, ...]
+
+
+@dataclass(frozen=True)
+class Links:
+    """The Dagster UI pages a message links to (routes as dagster-webserver 1.13 serves them)."""
+
+    ui: str
+
+    def _base(self) -> str:
+        return self.ui.rstrip("/")
+
+    def run(self, run_id: str) -> str:
+        return f"{self._base()}/runs/{_q(run_id)}"
+
+    def backfill(self, backfill_id: str) -> str:
+        return f"{self._base()}/runs/b/{_q(backfill_id)}"
+
+    def asset(self, asset: str, partition: str | None = None) -> str:
+        """The asset's page; with a partition, its partitions tab opened on that partition."""
+        path = "/".join(_q(p) for p in asset.split("/"))
+        query = f"?view=partitions&partition={_q(partition)}" if partition else ""
+        return f"{self._base()}/assets/{path}{query}"
+
+    def asset_partitions(self, asset: str) -> str:
+        return f"{self.asset(asset)}?view=partitions"
 
 
 @dataclass(frozen=True)
@@ -17,24 +71,35 @@ class CheckFailure:
     check: str
     severity: str
     blocking: bool
-    partitions: str
+    failing: Sequence[str]
+    window: str
     description: str
     figures: Any
     run_id: str
-    run_url: str
+    backfill_id: str | None = None
+
+
+@dataclass(frozen=True)
+class StepError:
+    """A failed step of a run: which step, the assets it computes, and its error message."""
+
+    step: str
+    assets: Sequence[str]
+    message: str
 
 
 @dataclass(frozen=True)
 class RunFailure:
     """One run that ended in FAILURE."""
 
-    job: str
+    job: str | None
+    assets: Sequence[str]
     run_id: str
-    run_url: str
-    partitions: str
+    window: str
+    failing: Sequence[str]
     backfill_id: str | None
     reason: str | None
-    errors: Sequence[str]
+    errors: Sequence[StepError]
 
 
 @dataclass(frozen=True)
@@ -47,7 +112,7 @@ class Backfill:
     reason: str | None
     requested_by: str | None
     tags: Mapping[str, str] = field(default_factory=dict)
-    run_urls: Sequence[str] = ()
+    run_ids: Sequence[str] = ()
 
 
 @dataclass(frozen=True)
@@ -77,132 +142,470 @@ class Neighbour:
     unchanged: bool
 
 
-def _block(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, indent=1, sort_keys=True, default=str)
-    if len(text) > MAX_BLOCK_CHARS:
-        text = text[:MAX_BLOCK_CHARS] + "\n… (truncated)"
-    return f"```{text}```"
+# --- escaping -------------------------------------------------------------------------------------------------
+
+def esc(value: object) -> str:
+    """Text safe inside Slack mrkdwn: the three control characters escaped as Slack requires."""
+    return str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def _link(url: str, run_id: str) -> str:
-    return f"<{url}|{run_id}>"
+def one_line(value: object) -> str:
+    """A single-line field: whitespace (newlines included) collapsed, then escaped."""
+    return esc(" ".join(str(value).split()))
 
 
-def check_failure(f: CheckFailure) -> str:
+def _code(value: object) -> str:
+    # A value must not close the code block it is shown in.
+    return esc(value).replace("```", "ʼʼʼ")
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|#~!])")
+
+
+def md(value: object) -> str:
+    """A single-line markdown value: newlines collapsed and markdown/HTML characters backslash-escaped, so it
+    can neither start a heading or list item nor break out of a table cell."""
+    return _MD_SPECIAL.sub(r"\\\1", " ".join(str(value).split())).replace("&", "&amp;")
+
+
+def _q(part: str) -> str:
+    return urllib.parse.quote(part, safe="")
+
+
+def link(url: str, label: str) -> str:
+    """A Slack link; the label is escaped, the URL carries no `<`, `>` or `|` (its parts are percent-encoded)."""
+    return f"<{url}|{esc(label)}>"
+
+
+# --- values ---------------------------------------------------------------------------------------------------
+
+def _date(key: str) -> dt.date | None:
+    try:
+        return dt.date.fromisoformat(key)
+    except ValueError:
+        return None
+
+
+def is_day(key: object) -> bool:
+    return isinstance(key, str) and len(key) == 10 and _date(key) is not None
+
+
+def day_ranges(keys: Iterable[str]) -> list[tuple[str, str]]:
+    """Sorted, de-duplicated keys grouped into inclusive runs of consecutive days (other keys stand alone)."""
+    ranges: list[tuple[str, str]] = []
+    for key in sorted(set(keys)):
+        if ranges and is_day(key) and is_day(ranges[-1][1]) and \
+                _date(key) == _date(ranges[-1][1]) + dt.timedelta(days=1):  # type: ignore[operator]
+            ranges[-1] = (ranges[-1][0], key)
+        else:
+            ranges.append((key, key))
+    return ranges
+
+
+def window_text(keys: Iterable[str]) -> str:
+    """Partition keys as ranges: '2026-09-01..2026-09-03, 2026-09-06' ('' for none)."""
+    return ", ".join(a if a == b else f"{a}..{b}" for a, b in day_ranges(keys))
+
+
+def window_label(keys: Sequence[str]) -> str:
+    """The window and its size: '2026-09-01..2026-09-17 (17 days)'."""
+    n = len(set(keys))
+    return f"{window_text(keys)} ({n} day{'s' if n != 1 else ''})" if n else ""
+
+
+def num(x: float | int | None) -> str:
+    if x is None:
+        return "—"
+    value = round(float(x), 4)
+    return str(int(value)) if value.is_integer() else f"{value:.4f}".rstrip("0").rstrip(".")
+
+
+def delta(before: float | int | None, after: float | int) -> str:
+    """'690 → 700 (+10)'; a first value is 'new 700'."""
+    if before is None:
+        return f"new {num(after)}"
+    d = round(float(after) - float(before), 4)
+    sign = "+" if d > 0 else ("±" if d == 0 else "-")
+    return f"{num(before)} → {num(after)} ({sign}{num(abs(d))})"
+
+
+def control_deltas(before: Sequence[float] | None, after: Sequence[float],
+                   names: Sequence[str] = CONTROL_NAMES) -> list[str]:
+    """Each control that differs, named and with its delta ('gmv 690 → 700 (+10)'); all of them when there is
+    no before."""
+    labels = list(names) if len(names) == len(after) else [f"control{i}" for i in range(len(after))]
+    if before is None or len(before) != len(after):
+        return [f"{n} {num(a)}" for n, a in zip(labels, after)]
+    return [f"{n} {delta(b, a)}" for n, b, a in zip(labels, before, after) if float(b) != float(a)]
+
+
+def summary(description: str) -> str:
+    """The sentence of a check description before the figures it embeds (the figures are shown on their own)."""
+    cut = min((i for i in (description.find(": {"), description.find(": [")) if i >= 0), default=-1)
+    return description[:cut] if cut > 0 else description
+
+
+def failing_partitions(figures: Any) -> list[str]:
+    """The days a check's figures single out: mismatched days, days with duplicates, days whose row count moved,
+    days keyed at the top (raw problems). Empty when the figures name none."""
+    if not isinstance(figures, Mapping):
+        return []
+    days: set[str] = {k for k in figures if is_day(k)}
+    mismatches = figures.get("mismatches")
+    if isinstance(mismatches, Mapping):
+        days |= {k for k in mismatches if is_day(k)}
+    dupes = figures.get("duplicate_line_ids")
+    if isinstance(dupes, Mapping):
+        days |= {k for k, v in dupes.items() if is_day(k) and v}
+    per = figures.get("per_partition")
+    if isinstance(per, Mapping):
+        days |= {k for k, v in per.items() if is_day(k) and isinstance(v, Mapping) and v.get("delta")}
+    return sorted(days)
+
+
+def _compact(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(", ", ": "), default=str)
+
+
+def figure_lines(figures: Any) -> list[str]:
+    """Figures as one escaped line per day or per key, readable without JSON (controls named, with deltas)."""
+    if figures is None:
+        return []
+    if not isinstance(figures, Mapping):
+        return [one_line(_compact(figures))]
+    lines: list[str] = []
+    for key, value in sorted(figures.items(), key=lambda kv: str(kv[0])):
+        if key == "mismatches" and isinstance(value, Mapping):
+            for day, m in sorted(value.items()):
+                lines.append(one_line(f"{day}: {_mismatch(m)}"))
+        elif key == "per_partition" and isinstance(value, Mapping):
+            moved = {d: v for d, v in value.items() if isinstance(v, Mapping) and v.get("delta")}
+            for day, v in sorted(moved.items()):
+                lines.append(one_line(f"{day}: rows {delta(v.get('before'), v.get('after'))}"))
+            first = sorted(d for d, v in value.items() if isinstance(v, Mapping) and v.get("before") is None)
+            same = len(value) - len(moved) - len(first)
+            if first:
+                lines.append(one_line(f"first publication: {window_text(first)}"))
+            if same:
+                lines.append(f"rows unchanged on {same} other day(s)")
+        elif key == "duplicate_line_ids" and isinstance(value, Mapping):
+            bad = {d: n for d, n in value.items() if n}
+            lines += [one_line(f"{d}: {n} duplicate line_id(s)") for d, n in sorted(bad.items())]
+            if len(value) > len(bad):
+                lines.append(f"no duplicates on {len(value) - len(bad)} other day(s)")
+        else:
+            lines.append(one_line(f"{key}: {_compact(value)}"))
+    return lines
+
+
+def _mismatch(m: Any) -> str:
+    if not isinstance(m, Mapping) or "candidate" not in m or len(m) != 2:
+        return _compact(m)
+    label = next(k for k in m if k != "candidate")
+    got, want = m["candidate"], m[label]
+    if isinstance(got, list) and isinstance(want, list):
+        diffs = control_deltas(want, got)
+        return f"{label} → candidate: " + (", ".join(diffs) or "equal")
+    return f"candidate {_compact(got)}, {label} {_compact(want)}"
+
+
+def visible_tags(tags: Mapping[str, str], hidden: Iterable[str] = ()) -> dict[str, str]:
+    """Tags an operator set: Dagster's own (`dagster/…`, `.dagster/…`) and the named ones left out."""
+    skip = set(hidden)
+    return {k: v for k, v in sorted(tags.items())
+            if not k.startswith(("dagster/", ".dagster/")) and k not in skip}
+
+
+def requested_by(user: str | None, reason: str | None) -> str:
+    """Who asked: the user tag when there is one, else the reason the request carries."""
+    if user:
+        return one_line(user)
+    return f"no user tag — reason: {one_line(reason)}" if reason else "no user tag, no reason"
+
+
+# --- blocks ---------------------------------------------------------------------------------------------------
+
+def _section(text: str) -> Block:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
+
+
+def _context(parts: Sequence[str]) -> list[Block]:
+    return [{"type": "context", "elements": [{"type": "mrkdwn", "text": p} for p in parts[i:i + MAX_CONTEXT]]}
+            for i in range(0, len(parts), MAX_CONTEXT)]
+
+
+def _fields(pairs: Sequence[tuple[str, str]]) -> list[Block]:
+    """Label/value pairs as section fields; a value too long for a field becomes sections of its own."""
+    blocks: list[Block] = []
+    fields: list[Block] = []
+    for label, value in pairs:
+        text = f"*{label}*\n{value}"
+        if len(text) <= FIELD_CHARS:
+            fields.append({"type": "mrkdwn", "text": text})
+            continue
+        blocks += _sections([f"*{label}*", *_split(value, SECTION_CHARS - 50)])
+    out = [{"type": "section", "fields": fields[i:i + MAX_FIELDS]} for i in range(0, len(fields), MAX_FIELDS)]
+    return out + blocks
+
+
+def _split(line: str, limit: int) -> list[str]:
+    """A line cut into pieces of at most `limit` characters, never inside an `&…;` escape."""
+    pieces: list[str] = []
+    while len(line) > limit:
+        cut = limit
+        amp = line.rfind("&", max(0, cut - 6), cut)
+        if amp >= 0 and ";" not in line[amp:cut]:
+            cut = amp
+        pieces.append(line[:cut])
+        line = line[cut:]
+    return pieces + [line]
+
+
+def _sections(lines: Sequence[str], code: bool = False, head: str = "") -> list[Block]:
+    """Lines packed into as few sections as fit in Slack's 3000 characters each; none is dropped."""
+    wrap = 8 if code else 0
+    limit = SECTION_CHARS - wrap - len(head) - 1
+    chunks: list[list[str]] = [[]]
+    size = 0
+    for line in (p for ln in lines for p in _split(ln, limit)):
+        if chunks[-1] and size + len(line) + 1 > limit:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(line)
+        size += len(line) + 1
+    out = []
+    for i, chunk in enumerate(c for c in chunks if c):
+        body = "\n".join(chunk)
+        body = f"```{body}```" if code else body
+        out.append(_section(f"{head}\n{body}" if head and i == 0 else body))
+    return out
+
+
+def _plain(lines: Sequence[str]) -> str:
+    text = "\n".join(lines)
+    return text if len(text) <= FALLBACK_CHARS else text[:FALLBACK_CHARS - 40] + " … (full message in the blocks)"
+
+
+def _messages(fallback: Sequence[str], blocks: Sequence[Block]) -> list[Message]:
+    """The blocks over as many messages as Slack's 50-block limit needs; the later ones say they continue."""
+    if len(blocks) <= MAX_BLOCKS:
+        return [Message(_plain(fallback), tuple(blocks))]
+    rest = blocks[MAX_BLOCKS:]
+    parts = [rest[i:i + MAX_BLOCKS - 1] for i in range(0, len(rest), MAX_BLOCKS - 1)]
+    n = 1 + len(parts)
+    head = fallback[0] if fallback else ""
+    out = [Message(_plain([*fallback, f"(part 1 of {n}; the rest follows in the thread)"]), tuple(blocks[:MAX_BLOCKS]))]
+    for i, part in enumerate(parts, start=2):
+        out.append(Message(_plain([f"(part {i} of {n}) {head}"]), (_section(f"_(part {i} of {n})_"), *part)))
+    return out
+
+
+def _days_linked(days: Sequence[str], asset: str, links: Links) -> str:
+    if not days:
+        return ""
+    if len(days) <= LINKED_DAYS:
+        return ", ".join(link(links.asset(asset, d), d) for d in days)
+    return f"{esc(window_text(days))} ({len(days)} days; {link(links.asset_partitions(asset), 'partitions')})"
+
+
+# --- messages -------------------------------------------------------------------------------------------------
+
+def check_failure(f: CheckFailure, links: Links) -> list[Message]:
     icon = ":red_circle:" if f.severity == "ERROR" else ":warning:"
     blocking = "blocking" if f.blocking else "non-blocking"
-    lines = [
-        f"{icon} *Check failed* `{f.check}` on `{f.asset}` — severity *{f.severity}* ({blocking})",
-        f"*Partition(s):* {f.partitions or 'unpartitioned'}",
-    ]
-    if f.description:
-        lines.append(f"*What:* {f.description[:1000]}")
-    if f.figures is not None:
-        lines.append("*Figures:*\n" + _block(f.figures))
-    lines.append(f"*Run:* {_link(f.run_url, f.run_id)}")
-    return "\n".join(lines)
-
-
-def run_failure(f: RunFailure) -> str:
-    lines = [f":x: *Run failed* `{f.job}` — partition(s) {f.partitions or 'none'}"]
+    what = one_line(summary(f.description)) if f.description else ""
+    head = (f"{icon} *Check failed* `{esc(f.check)}` on {link(links.asset(f.asset), f.asset)} — "
+            f"*{esc(f.severity)}* ({blocking})")
+    pairs = [("Failing partition(s)", _days_linked(f.failing, f.asset, links) or esc(f.window or "unpartitioned")),
+             ("Run window", esc(f.window or "unpartitioned")), ("Run", link(links.run(f.run_id), f.run_id[:8]))]
     if f.backfill_id:
-        lines.append(f"*Backfill:* `{f.backfill_id}`" + (f" — reason: {f.reason}" if f.reason else ""))
-    if f.errors:
-        lines.append("*Errors:*\n" + _block("\n".join(e[:800] for e in f.errors)))
-    lines.append(f"*Run:* {_link(f.run_url, f.run_id)}")
-    return "\n".join(lines)
+        pairs.append(("Backfill", link(links.backfill(f.backfill_id), f.backfill_id)))
+    blocks: list[Block] = [_section(head), *_fields(pairs)]
+    if what:
+        blocks += _sections([f"*What:* {what}"])
+    figures = figure_lines(f.figures)
+    if figures:
+        blocks += _sections(figures, head="*Figures:*")
+    fallback = [f"Check failed: {esc(f.check)} on {esc(f.asset)} — {esc(f.severity)} ({blocking}); "
+                f"partitions {esc(window_text(f.failing) or f.window or 'unpartitioned')}",
+                *([f"What: {what}"] if what else []), f"Run: {links.run(f.run_id)}"]
+    return _messages(fallback, blocks)
 
 
-def _who(b: Backfill) -> str:
-    extra = ", ".join(f"{k}={v}" for k, v in sorted(b.tags.items()))
-    who = b.requested_by or "unknown"
-    return who + (f" (tags: {extra})" if extra else "")
+def run_failure(f: RunFailure, links: Links) -> list[Message]:
+    assets = ", ".join(f"`{esc(a)}`" for a in f.assets) or "(no assets)"
+    job = f" (job `{esc(f.job)}`)" if f.job else ""
+    where = next((e.assets[0] for e in f.errors if e.assets), f.assets[0] if f.assets else "")
+    failing = _days_linked(f.failing, where, links) if f.failing and where else ""
+    pairs = [("Failing partition(s)", failing or esc(f.window or "none")), ("Run window", esc(f.window or "none")),
+             ("Run", link(links.run(f.run_id), f.run_id[:8]))]
+    if f.backfill_id:
+        pairs.append(("Backfill", link(links.backfill(f.backfill_id), f.backfill_id)))
+        pairs.append(("Reason", one_line(f.reason) if f.reason else NO_REASON))
+    blocks: list[Block] = [_section(f":x: *Run failed* — {assets}{job}"), *_fields(pairs)]
+    for e in f.errors:
+        step = f"*Step* `{esc(e.step)}`" + (f" ({', '.join(esc(a) for a in e.assets)})" if e.assets else "")
+        message = _code(e.message.strip())
+        if len(message) > ERROR_CHARS:
+            message = message[:ERROR_CHARS] + f"\n… {len(message) - ERROR_CHARS} more characters in the run's log"
+        blocks += _sections(message.splitlines() or [""], code=True, head=step)
+    fallback = [f"Run failed: {', '.join(esc(a) for a in f.assets) or esc(f.job or '')}; partitions "
+                f"{esc(window_text(f.failing) or f.window or 'none')}", f"Run: {links.run(f.run_id)}"]
+    return _messages(fallback, blocks)
 
 
-def backfill_started(b: Backfill) -> str:
-    return "\n".join([
-        f":construction: *Correction in progress* — backfill `{b.backfill_id}` over *{b.window}*",
-        f"*Assets:* {', '.join(f'`{a}`' for a in b.assets) or 'all selected'}",
-        f"*Reason:* {b.reason or '(none given)'}",
-        f"*Requested by:* {_who(b)}",
-        "Readers see `correction_in_progress` on mart.revenue_daily_v for these days until it publishes.",
-    ])
+def _backfill_pairs(b: Backfill) -> list[tuple[str, str]]:
+    pairs = [("Assets", ", ".join(f"`{esc(a)}`" for a in b.assets) or "all selected"),
+             ("Reason", one_line(b.reason) if b.reason else NO_REASON),
+             ("Requested by", requested_by(b.requested_by, b.reason))]
+    if b.tags:
+        pairs.append(("Tags", ", ".join(one_line(f"{k}={v}") for k, v in sorted(b.tags.items()))))
+    return pairs
 
 
-def backfill_failed(b: Backfill, status: str) -> str:
-    lines = [f":x: *Correction failed* — backfill `{b.backfill_id}` over *{b.window}* ended {status}; "
-             "nothing of a failed run was published (the previous publication stays current)",
-             f"*Reason:* {b.reason or '(none given)'}"]
-    lines += [f"*Run:* {u}" for u in b.run_urls]
-    return "\n".join(lines)
+def _backfill_link(b: Backfill, links: Links) -> str:
+    return "backfill " + link(links.backfill(b.backfill_id), b.backfill_id)
 
 
-def _controls(c: list[float] | None) -> str:
-    return "—" if c is None else "[" + ", ".join(f"{x:g}" for x in c) + "]"
+def backfill_started(b: Backfill, links: Links, readers_view: str) -> list[Message]:
+    head = f":construction: *Correction in progress* — {_backfill_link(b, links)} over *{esc(b.window)}*"
+    blocks = [_section(head), *_fields(_backfill_pairs(b)),
+              *_context([f"Readers see `correction_in_progress` on `{esc(readers_view)}` for these days until it "
+                         "publishes. Follow-ups of this backfill are replies in this thread."])]
+    fallback = [f"Correction in progress — backfill {esc(b.backfill_id)} over {esc(b.window)}",
+                f"Reason: {one_line(b.reason) if b.reason else NO_REASON}",
+                f"Requested by: {requested_by(b.requested_by, b.reason)}"]
+    return _messages(fallback, blocks)
+
+
+def backfill_failed(b: Backfill, status: str, links: Links) -> list[Message]:
+    head = (f":x: *Correction failed* — {_backfill_link(b, links)} over *{esc(b.window)}* ended {esc(status)}; "
+            "nothing of a failed run was published (the previous publication stays current)")
+    runs = [link(links.run(r), r[:8]) for r in b.run_ids]
+    pairs = [("Reason", one_line(b.reason) if b.reason else NO_REASON), ("Requested by", requested_by(b.requested_by, b.reason))]
+    blocks = [_section(head), *_fields(pairs), *(_sections([f"*Runs:* {', '.join(runs)}"]) if runs else [])]
+    fallback = [f"Correction failed — backfill {esc(b.backfill_id)} over {esc(b.window)} ended {esc(status)}",
+                f"Backfill: {links.backfill(b.backfill_id)}"]
+    return _messages(fallback, blocks)
+
+
+def _hash(c: PartitionChange) -> str:
+    return (f"hash {(c.sha256_before or '—')[:12]} → {c.sha256_after[:12]}" if c.changed
+            else f"hash unchanged {c.sha256_after[:12]}")
 
 
 def _rows(before: int | None, after: int) -> str:
-    if before is None:
-        return f"— → {after} (first publication)"
-    return f"{before} → {after} ({after - before:+d})"
+    return f"rows {delta(before, after)}"
 
+
+def change_line(c: PartitionChange, asset: str, links: Links) -> str:
+    """One changed day for Slack: linked day, rows, the controls that moved (named, with deltas), hash."""
+    controls = control_deltas(c.controls_before, c.controls_after)
+    parts = [_rows(c.rows_before, c.rows_after), ", ".join(controls) or "controls unchanged", _hash(c)]
+    if c.restored_from:
+        parts.append(f"restored from {esc(c.restored_from)}")
+    return f"• {link(links.asset(asset, c.partition), c.partition)}: " + "; ".join(esc(p) for p in parts)
+
+
+def _neighbour_text(n: Neighbour) -> str:
+    state = "unchanged" if n.unchanged else "CHANGED by this correction"
+    pub = f"publication {n.publication_id}" if n.publication_id else "never published"
+    return f"{n.partition} {state} ({pub})"
+
+
+def _notice_line(notice: str) -> str:
+    if notice.startswith(("http://", "https://")):
+        return f"*Change notice:* {link(notice, notice.rsplit('/', 1)[-1])}"
+    return f"*Change notice:* `{_code(notice)}`"
+
+
+def backfill_published(b: Backfill, changes: Sequence[PartitionChange], neighbours: Sequence[Neighbour],
+                       notice: str, asset: str, links: Links) -> list[Message]:
+    changed = [c for c in changes if c.changed]
+    same = [c.partition for c in changes if not c.changed]
+    if not changes:
+        head = f":white_check_mark: *Correction finished* — {_backfill_link(b, links)} over *{esc(b.window)}* published nothing"
+        return _messages([f"Correction finished — backfill {esc(b.backfill_id)} published nothing"],
+                         [_section(head), *_fields(_backfill_pairs(b)[1:3])])
+    head = (f":white_check_mark: *Correction published* — {_backfill_link(b, links)} over *{esc(b.window)}*: "
+            f"{len(changes)} partition(s) republished, content changed in {len(changed)}")
+    blocks: list[Block] = [_section(head), *_fields(_backfill_pairs(b)[1:3])]
+    if changed:
+        blocks += _sections([change_line(c, asset, links) for c in changed], head=f"*Changed ({len(changed)}):*")
+    if same:
+        blocks += _sections([f"*Content unchanged (same hash):* {len(same)} day(s): {esc(window_text(same))}"])
+    if neighbours:
+        blocks += _sections(["*Neighbouring partitions:* " + "; ".join(esc(_neighbour_text(n)) for n in neighbours)])
+    if notice:
+        blocks += _context([_notice_line(notice)])
+    fallback = [f"Correction published — backfill {esc(b.backfill_id)} over {esc(b.window)}: {len(changes)} "
+                f"partition(s) republished, content changed in {len(changed)} "
+                f"({esc(window_text(c.partition for c in changed)) or 'none'})",
+                *([f"Change notice: {esc(notice)}"] if notice else [])]
+    return _messages(fallback, blocks)
+
+
+def rolled_back(run_id: str, reason: str | None, changes: Sequence[PartitionChange], undone: Sequence[str],
+                asset: str, links: Links) -> list[Message]:
+    window = window_text(c.partition for c in changes) or "nothing"
+    undone_text = ", ".join(link(links.backfill(b), b) for b in undone) or "an earlier publication"
+    head = (f":rewind: *Rolled back* {esc(window)} — undoes {undone_text}; the previous publication is current "
+            "again")
+    blocks: list[Block] = [_section(head), *_fields([("Reason", one_line(reason) if reason else NO_REASON),
+                                                     ("Run", link(links.run(run_id), run_id[:8]))])]
+    if changes:
+        blocks += _sections([change_line(c, asset, links) for c in changes], head="*Restored:*")
+    fallback = [f"Rolled back {esc(window)} — undoes {', '.join(esc(b) for b in undone) or 'an earlier publication'}",
+                f"Reason: {one_line(reason) if reason else NO_REASON}", f"Run: {links.run(run_id)}"]
+    return _messages(fallback, blocks)
+
+
+# --- the change notice file (markdown) ------------------------------------------------------------------------
 
 def change_table(changes: Sequence[PartitionChange], neighbours: Sequence[Neighbour]) -> str:
     """The change notice body in markdown: per partition before → after, then the neighbours left alone."""
-    lines = ["| partition | rows before → after | controls before | controls after | hash | publication |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| partition | rows before → after | controls changed | controls before | controls after | hash "
+             "| publication |", "|---|---|---|---|---|---|---|"]
     for c in changes:
+        moved = ", ".join(control_deltas(c.controls_before, c.controls_after)) or "none"
         hash_text = (f"changed {(c.sha256_before or '—')[:12]} → {c.sha256_after[:12]}" if c.changed
                      else f"unchanged {c.sha256_after[:12]}")
-        lines.append(f"| {c.partition} | {_rows(c.rows_before, c.rows_after)} | {_controls(c.controls_before)} "
-                     f"| {_controls(c.controls_after)} | {hash_text} | {c.publication_id} |")
+        lines.append(f"| {md(c.partition)} | {delta(c.rows_before, c.rows_after)} | {moved} "
+                     f"| {_controls(c.controls_before)} | {_controls(c.controls_after)} | {hash_text} "
+                     f"| {md(c.publication_id)} |")
     if neighbours:
         lines += ["", "Neighbouring partitions:", ""]
         for n in neighbours:
             state = "unchanged" if n.unchanged else "CHANGED by this correction"
-            pub = f"publication {n.publication_id}, sha256 {(n.sha256 or '')[:12]}" if n.publication_id else "never published"
-            lines.append(f"- {n.partition}: {state} ({pub})")
+            pub = (f"publication {md(n.publication_id)}, sha256 {(n.sha256 or '')[:12]}" if n.publication_id
+                   else "never published")
+            lines.append(f"- {md(n.partition)}: {state} ({pub})")
     return "\n".join(lines)
 
 
-def change_notice_markdown(b: Backfill, changes: Sequence[PartitionChange], neighbours: Sequence[Neighbour]) -> str:
+def _controls(c: Sequence[float] | None) -> str:
+    return "—" if c is None else "[" + ", ".join(num(x) for x in c) + "]"
+
+
+def change_notice_markdown(b: Backfill, changes: Sequence[PartitionChange], neighbours: Sequence[Neighbour],
+                           links: Links) -> str:
     changed = [c.partition for c in changes if c.changed]
+    tags = ", ".join(f"{md(k)}={md(v)}" for k, v in sorted(b.tags.items()))
+    who = md(b.requested_by) if b.requested_by else (f"no user tag — reason: {md(b.reason)}" if b.reason
+                                                     else "no user tag, no reason")
     return "\n".join([
-        f"# Change notice — backfill {b.backfill_id}",
+        f"# Change notice — backfill {md(b.backfill_id)}",
         "",
-        f"- Window: {b.window}",
-        f"- Assets: {', '.join(b.assets) or 'all selected'}",
-        f"- Reason: {b.reason or '(none given)'}",
-        f"- Requested by: {_who(b)}",
-        f"- Partitions republished: {len(changes)}; content changed: {', '.join(changed) or 'none'}",
+        f"- Window: {md(b.window)}",
+        f"- Backfill: <{links.backfill(b.backfill_id)}>",
+        f"- Assets: {', '.join(md(a) for a in b.assets) or 'all selected'}",
+        f"- Reason: {md(b.reason) if b.reason else NO_REASON}",
+        f"- Requested by: {who}",
+        *([f"- Tags: {tags}"] if tags else []),
+        f"- Partitions republished: {len(changes)}; content changed: {md(window_text(changed)) or 'none'}",
         "",
         change_table(changes, neighbours),
         "",
-    ])
-
-
-def backfill_published(b: Backfill, changes: Sequence[PartitionChange], neighbours: Sequence[Neighbour],
-                       notice_path: str) -> str:
-    changed = [c.partition for c in changes if c.changed]
-    if not changes:
-        head = f":white_check_mark: *Correction finished* — backfill `{b.backfill_id}` over *{b.window}* published nothing"
-        return "\n".join([head, f"*Reason:* {b.reason or '(none given)'}"])
-    return "\n".join([
-        f":white_check_mark: *Correction published* — backfill `{b.backfill_id}` over *{b.window}*: "
-        f"{len(changes)} partition(s) republished, content changed in {len(changed)} ({', '.join(changed) or 'none'})",
-        f"*Reason:* {b.reason or '(none given)'} — *requested by:* {_who(b)}",
-        _block(change_table(changes, neighbours)),
-        f"Change notice: `{notice_path}`",
-    ])
-
-
-def rolled_back(run_id: str, run_url: str, reason: str | None, changes: Sequence[PartitionChange],
-                undone_backfills: Sequence[str]) -> str:
-    window = ", ".join(c.partition for c in changes) or "nothing"
-    undone = ", ".join(f"`{b}`" for b in undone_backfills) or "an earlier publication"
-    return "\n".join([
-        f":rewind: *Rolled back* {window} — undoes {undone}; the previous publication is current again",
-        f"*Reason:* {reason or '(none given)'}",
-        _block(change_table(changes, [])),
-        f"*Run:* {_link(run_url, run_id)}",
     ])

@@ -1,27 +1,43 @@
 """Backfill lifecycle notices, each sent once per backfill: started, then published (with the change notice,
 also written to <data>/notices/<backfill_id>.md) or failed; and one notice per rollback run.
 
-Cursor: {"backfills": {backfill_id: "started" | "done"}, "rollbacks": [run ids noticed]}; a notice is recorded
-only after Slack accepted it, and "done" is never sent before "started"."""
+"Started" opens a thread: its `ts` is kept in the cursor and in the key-value store (for the check and run
+sensors, which post a backfill's failures as replies there); the outcome and a rollback of the backfill are
+replies in it, broadcast to the channel when something failed or was undone.
+
+Cursor: {"backfills": {backfill_id: {"ts": <ts of started>, "done": bool}}, "rollbacks": [run ids noticed]} plus
+what delivery.Outbox keeps; a notice is recorded only after Slack accepted it, and "done" is never sent before
+"started"."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import hashlib
 import json
+import re
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import dagster as dg
 
-from atlasmart_assets.resources import Warehouse
+from atlasmart_assets.alerts import common
 from atlasmart_assets.alerts import format as fmt
-from atlasmart_assets.alerts.common import BATCH, SLACK_KEY, dump_cursor, load_cursor, partitions_of, skip_unless_configured
-from atlasmart_assets.alerts.slack import AtlasSlack, SlackPostError
+from atlasmart_assets.alerts.common import SLACK_KEY, skip_unless_configured, window_keys
+from atlasmart_assets.alerts.delivery import THREAD_KEY, Outbox
+from atlasmart_assets.alerts.slack import AtlasSlack
 from atlasmart_assets.contract import BACKFILL_TAG, REASON_TAG
+from atlasmart_assets.resources import WAREHOUSE_KEY, Warehouse
 
+NAME = "atlasmart_backfill_lifecycle_to_slack"
 ROLLBACK_JOB = "rollback_job"
+# What readers query and what the day links open (the ledger records fact and mart publications together).
+READERS_VIEW = "mart.revenue_daily_v"
+PUBLISHED_ASSET = "mart/revenue_daily"
 KEEP_ROLLBACKS = 500
 LEDGER_LOCK_TIMEOUT_S = 20.0
+SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+# "user" is the tag Dagster's UI puts on what a signed-in user launches (dagster._core.storage.tags.USER_TAG).
 USER_TAGS = ("user", "dagster/user", "atlasmart/requested_by", "requested_by")
 FAILED_BACKFILL = {"FAILED", "COMPLETED_FAILED", "CANCELED"}
 ENDED_BACKFILL = FAILED_BACKFILL | {"COMPLETED", "COMPLETED_SUCCESS"}
@@ -29,8 +45,7 @@ LEDGER_COLUMNS = ("partition_date, publication_id, kind, rows_before, rows_after
                   "sha256_before, sha256_after, changed, restored_from")
 
 
-def _reader():  # noqa: ANN202 - a context manager of a read-only connection
-    wh = Warehouse()
+def _reader(wh: Warehouse):  # noqa: ANN202 - a context manager of a read-only connection
     # A sensor tick has a deadline; a run holding the warehouse lock longer just delays the notice a tick.
     return wh.reader(timeout_s=min(wh.settings.lock_timeout_s, LEDGER_LOCK_TIMEOUT_S))
 
@@ -42,22 +57,22 @@ def _change(row: Sequence[Any]) -> fmt.PartitionChange:
         sha256_before=row[7], sha256_after=row[8], changed=bool(row[9]), restored_from=row[10])
 
 
-def ledger_changes(column: str, value: str, kind: str) -> list[fmt.PartitionChange]:
+def ledger_changes(wh: Warehouse, column: str, value: str, kind: str) -> list[fmt.PartitionChange]:
     """Ledger rows of one backfill (column='backfill_id') or one run (column='run_id'), per partition."""
     assert column in ("backfill_id", "run_id")
-    with _reader() as con:
+    with _reader(wh) as con:
         rows = con.execute(f"select {LEDGER_COLUMNS} from audit.publications where {column} = $v and kind = $kind "
                            "order by partition_date, seq", {"v": value, "kind": kind}).fetchall()
     return [_change(r) for r in rows]
 
 
-def neighbours(changes: Sequence[fmt.PartitionChange], backfill_id: str) -> list[fmt.Neighbour]:
+def neighbours(wh: Warehouse, changes: Sequence[fmt.PartitionChange], backfill_id: str) -> list[fmt.Neighbour]:
     """The partitions either side of the corrected window, as published now."""
     if not changes:
         return []
     days = sorted(dt.date.fromisoformat(c.partition) for c in changes)
     around = [days[0] - dt.timedelta(days=1), days[-1] + dt.timedelta(days=1)]
-    with _reader() as con:
+    with _reader(wh) as con:
         rows = con.execute("select partition_date, publication_id, sha256_after, backfill_id "
                            "from audit.current_publications where partition_date in ($a, $b)",
                            {"a": around[0], "b": around[1]}).fetchall()
@@ -66,11 +81,11 @@ def neighbours(changes: Sequence[fmt.PartitionChange], backfill_id: str) -> list
                           d not in found or found[d][3] != backfill_id) for d in around]
 
 
-def undone_backfills(changes: Sequence[fmt.PartitionChange]) -> list[str]:
+def undone_backfills(wh: Warehouse, changes: Sequence[fmt.PartitionChange]) -> list[str]:
     """Which backfills published the versions a rollback replaced."""
     if not changes:
         return []
-    with _reader() as con:
+    with _reader(wh) as con:
         rows = con.execute("select distinct p.backfill_id from audit.publications r join audit.publications p "
                            "on p.publication_id = r.prev_publication_id and p.partition_date = r.partition_date "
                            "where r.publication_id = $pub and p.backfill_id is not null",
@@ -78,8 +93,16 @@ def undone_backfills(changes: Sequence[fmt.PartitionChange]) -> list[str]:
     return sorted(r[0] for r in rows)
 
 
-def write_notice(backfill_id: str, text: str) -> Path:
-    path = Warehouse().settings.notices_dir / f"{backfill_id}.md"
+def notice_name(identifier: str) -> str:
+    """A file name for a notice: the backfill or publication id when it is a safe name, else a digest of it
+    (an id comes from a tag, and a tag like `../../x/evil` must never become a path)."""
+    if SAFE_NAME.match(identifier) and not identifier.startswith("."):
+        return f"{identifier}.md"
+    return f"id-{hashlib.sha256(identifier.encode()).hexdigest()[:16]}.md"
+
+
+def write_notice(wh: Warehouse, backfill_id: str, text: str) -> Path:
+    path = wh.settings.notices_dir / notice_name(backfill_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".md.tmp")
     tmp.write_text(text)
@@ -87,21 +110,51 @@ def write_notice(backfill_id: str, text: str) -> Path:
     return path
 
 
-def _describe(backfill_id: str, runs: Sequence[dg.DagsterRun], record: Any, slack: AtlasSlack) -> fmt.Backfill:
+def _asset_backfill_keys(record: Any, asset_graph: Any) -> list[str]:
+    """The partitions an asset backfill targets: Dagster stores no partition_names for it, only the target
+    subset of its asset backfill data (serialized in records written by older versions)."""
+    try:
+        data = record.asset_backfill_data or record.get_asset_backfill_data(asset_graph)
+        subsets = data.target_subset.partitions_subsets_by_asset_key.values()
+        return sorted({k for subset in subsets for k in subset.get_partition_keys()})
+    except Exception:  # noqa: BLE001 - definitions changed since the backfill: fall back to the runs' tags
+        return []
+
+
+def _window(runs: Sequence[dg.DagsterRun], record: Any, asset_graph: Any) -> list[str]:
+    """The backfill's whole window: its record first (known at launch, before any run), then its runs' tags."""
+    if record is not None and record.is_asset_backfill:
+        keys = _asset_backfill_keys(record, asset_graph)
+        if keys:
+            return keys
+    if record is not None and record.partition_names:
+        return sorted(record.partition_names)
+    return sorted({k for r in runs for k in window_keys(r.tags)})
+
+
+def _job_assets(repo: dg.RepositoryDefinition, job_name: str) -> set[dg.AssetKey]:
+    try:
+        return set(repo.get_job(job_name).asset_layer.executable_asset_keys)
+    except Exception:  # noqa: BLE001 - a job removed since the run names no assets
+        return set()
+
+
+def _describe(backfill_id: str, runs: Sequence[dg.DagsterRun], record: Any,
+              repo: dg.RepositoryDefinition) -> fmt.Backfill:
     tags: dict[str, str] = dict(record.tags) if record is not None else {}
     for run in reversed(runs):
         tags = {**run.tags, **tags}
-    window = ", ".join(sorted({p for p in (partitions_of(r.tags) for r in runs) if p}))
-    if not window and record is not None and record.partition_names:
-        names = sorted(record.partition_names)
-        window = names[0] if len(names) == 1 else f"{names[0]}..{names[-1]}"
-    assets = sorted({k.to_user_string() for r in runs for k in (r.asset_selection or ())})
-    if not assets and record is not None and record.asset_selection:
-        assets = sorted(k.to_user_string() for k in record.asset_selection)
+    window = fmt.window_label(_window(runs, record, repo.asset_graph))
+    keys = {k for r in runs for k in (r.asset_selection or ())}
+    if not keys and record is not None and record.asset_selection:
+        keys = set(record.asset_selection)
+    if not keys:
+        keys = {k for name in {r.job_name for r in runs} for k in _job_assets(repo, name)}
+    assets = sorted(k.to_user_string() for k in keys)
     user = next((tags[t] for t in USER_TAGS if tags.get(t)), None)
-    extra = {k: v for k, v in tags.items() if not k.startswith("dagster/") and k not in (REASON_TAG, *USER_TAGS)}
+    extra = fmt.visible_tags(tags, hidden=(REASON_TAG, *USER_TAGS))
     return fmt.Backfill(backfill_id, window or "(window unknown)", assets, tags.get(REASON_TAG), user, extra,
-                        [slack.run_url(r.run_id) for r in runs])
+                        [r.run_id for r in reversed(runs)])
 
 
 def _outcome(runs: Sequence[dg.DagsterRun], record: Any) -> str | None:
@@ -127,70 +180,102 @@ def _backfill_ids(instance: dg.DagsterInstance) -> list[str]:
     return sorted(ids)
 
 
-def _notices(context: dg.SensorEvaluationContext, slack: AtlasSlack, state: dict[str, Any]):  # noqa: ANN202
-    """Yields (message, commit) pairs in the order they must be delivered."""
-    seen: dict[str, str] = state.setdefault("backfills", {})
+@dataclasses.dataclass(frozen=True)
+class Notice:
+    """One lifecycle event to post: its messages, where (a thread or the channel), and what to record."""
+
+    key: str
+    messages: list[fmt.Message]
+    commit: Callable[[str], Mapping[str, str] | None]
+    thread_ts: str | None = None
+    broadcast: bool = False
+
+
+def _entry(value: Any) -> dict[str, Any]:
+    # Cursors written before threading held "started" / "done" per backfill (no thread to reply in).
+    if isinstance(value, dict):
+        return value
+    return {"ts": None, "done": value == "done"}
+
+
+def _notices(context: dg.SensorEvaluationContext, slack: AtlasSlack, state: dict[str, Any]) -> Iterator[Notice]:
+    """Yields the notices in the order they must be delivered; a backfill's "started" always first, and its
+    outcome computed only after "started" was taken (so the outcome can reply in its thread)."""
+    seen: dict[str, Any] = state.setdefault("backfills", {})
+    links = slack.links
+    wh: Warehouse = getattr(context.resources, WAREHOUSE_KEY)
     for backfill_id in _backfill_ids(context.instance):
-        if seen.get(backfill_id) == "done":
+        if backfill_id in seen:
+            seen[backfill_id] = _entry(seen[backfill_id])
+        if seen.get(backfill_id, {}).get("done"):
             continue
         runs = list(context.instance.get_runs(filters=dg.RunsFilter(tags={BACKFILL_TAG: backfill_id})))
         record = context.instance.get_backfill(backfill_id)
         if not runs and record is None:
             continue
-        info = _describe(backfill_id, runs, record, slack)
+        info = _describe(backfill_id, runs, record, context.repository_def)
         if backfill_id not in seen:
-            yield fmt.backfill_started(info), (lambda b=backfill_id: seen.__setitem__(b, "started"))
+            def started(ts: str, b: str = backfill_id) -> Mapping[str, str]:
+                seen[b] = {"ts": ts, "done": False}
+                return {THREAD_KEY.format(backfill_id=b): ts}
+
+            yield Notice(f"started:{backfill_id}", fmt.backfill_started(info, links, READERS_VIEW), started)
         outcome = _outcome(runs, record)
         if outcome is None:
             continue
         if outcome == "published":
-            changes = ledger_changes("backfill_id", backfill_id, "publish")
-            around = neighbours(changes, backfill_id)
-            path = write_notice(backfill_id, fmt.change_notice_markdown(info, changes, around)) if changes else None
-            text = fmt.backfill_published(info, changes, around, str(path) if path else "")
+            changes = ledger_changes(wh, "backfill_id", backfill_id, "publish")
+            around = neighbours(wh, changes, backfill_id)
+            path = write_notice(wh, backfill_id, fmt.change_notice_markdown(info, changes, around, links)) if changes else None
+            where = slack.notice_location(path) if path else ""
+            messages = fmt.backfill_published(info, changes, around, where, PUBLISHED_ASSET, links)
         else:
-            text = fmt.backfill_failed(info, outcome)
-        yield text, (lambda b=backfill_id: seen.__setitem__(b, "done"))
+            messages = fmt.backfill_failed(info, outcome, links)
+
+        def done(_ts: str, b: str = backfill_id) -> None:
+            seen[b]["done"] = True
+
+        yield Notice(f"done:{backfill_id}", messages, done, seen[backfill_id].get("ts"),
+                     broadcast=outcome != "published")
     noticed: list[str] = state.setdefault("rollbacks", [])
     rollbacks = context.instance.get_runs(
         filters=dg.RunsFilter(job_name=ROLLBACK_JOB, statuses=[dg.DagsterRunStatus.SUCCESS]), limit=100)
     for run in reversed(list(rollbacks)):
         if run.run_id in noticed:
             continue
-        changes = ledger_changes("run_id", run.run_id, "rollback")
+        changes = ledger_changes(wh, "run_id", run.run_id, "rollback")
         reason = run.run_config.get("ops", {}).get("rollback_range", {}).get("config", {}).get("reason")
-        text = fmt.rolled_back(run.run_id, slack.run_url(run.run_id), reason, changes, undone_backfills(changes))
-        yield text, (lambda r=run.run_id: noticed.append(r))
+        undone = undone_backfills(wh, changes)
+        thread = next((ts for b in undone if (ts := _entry(seen.get(b, {})).get("ts"))), None)
+        yield Notice(f"rollback:{run.run_id}", fmt.rolled_back(run.run_id, reason, changes, undone, PUBLISHED_ASSET,
+                                                              links),
+                     lambda _ts, r=run.run_id: noticed.append(r), thread, broadcast=True)
 
 
-def evaluate(context: dg.SensorEvaluationContext, slack: AtlasSlack, batch: int = BATCH) -> dg.SkipReason:
+def evaluate(context: dg.SensorEvaluationContext, slack: AtlasSlack, batch: int | None = None,
+             sensor: str = NAME) -> dg.SkipReason:
     """One tick: deliver up to `batch` lifecycle notices in order; stop at the first Slack refusal."""
-    state = load_cursor(context.cursor)
-    delivered, error = 0, None
-    for text, commit in _notices(context, slack, state):
-        if delivered >= batch:
+    box = Outbox(context, slack, sensor)
+    if box.stopped:
+        return box.finish("no lifecycle notice sent", len(box.state.get("parts", {})))
+    state = box.state
+    batch = batch or common.BATCH
+    for notice in _notices(context, slack, state):
+        if box.delivered >= batch:
             break
-        try:
-            slack.post(text)
-        except SlackPostError as exc:
-            error = str(exc)
-            context.log.warning(f"lifecycle notice not delivered, retried next tick: {error}")
+        if not box.send(notice.key, notice.messages, notice.commit, notice.thread_ts, notice.broadcast):
+            context.log.warning(f"lifecycle notice not delivered, retried next tick: {box.error or 'rate limited'}")
             break
-        commit()
-        delivered += 1
     state["rollbacks"] = state.get("rollbacks", [])[-KEEP_ROLLBACKS:]
-    context.update_cursor(dump_cursor(state))
-    if error:
-        return dg.SkipReason(f"delivered {delivered} lifecycle notice(s); Slack refused the next ({error})")
-    return dg.SkipReason(f"delivered {delivered} lifecycle notice(s)")
+    return box.finish(f"delivered {box.delivered} lifecycle notice(s)", 1 if box.stopped else 0)
 
 
-def build(name: str = "atlasmart_backfill_lifecycle_to_slack", interval_s: int = 30) -> dg.SensorDefinition:
+def build(name: str = NAME, interval_s: int = 30) -> dg.SensorDefinition:
     @dg.sensor(name=name, minimum_interval_seconds=interval_s, default_status=dg.DefaultSensorStatus.RUNNING,
-               required_resource_keys={SLACK_KEY},
+               required_resource_keys={SLACK_KEY, WAREHOUSE_KEY},
                description="Backfill started / published (change notice) / failed, and rollbacks, to Slack.")
     def _sensor(context: dg.SensorEvaluationContext) -> dg.SkipReason:
         slack: AtlasSlack = getattr(context.resources, SLACK_KEY)
-        return skip_unless_configured(slack) or evaluate(context, slack)
+        return skip_unless_configured(slack) or evaluate(context, slack, sensor=name)
 
     return _sensor

@@ -2,69 +2,128 @@
 
 Written over the run-failure events rather than with dg.run_failure_sensor because that one moves its cursor
 past a run even when the alert raised; here the cursor (the storage id of the last alerted failure event)
-moves only after Slack accepted the message."""
+moves only after Slack accepted the message. A failed run of a backfill is a reply in the backfill's thread,
+so the queue waits (up to THREAD_WAIT_S) for the lifecycle sensor to open that thread."""
 
 from __future__ import annotations
 
-import dagster as dg
+from typing import Any
 
+import dagster as dg
+from dagster._core.definitions.dependency import NodeHandle  # internal: the one way from a step key to its node
+
+from atlasmart_assets.alerts import common
 from atlasmart_assets.alerts import format as fmt
-from atlasmart_assets.alerts.common import BATCH, SLACK_KEY, dump_cursor, load_cursor, partitions_of, skip_unless_configured
-from atlasmart_assets.alerts.slack import AtlasSlack, SlackPostError
+from atlasmart_assets.alerts.common import SLACK_KEY, skip_unless_configured, window_keys
+from atlasmart_assets.alerts.delivery import Outbox
+from atlasmart_assets.alerts.slack import AtlasSlack
 from atlasmart_assets.contract import BACKFILL_TAG, REASON_TAG
 
+NAME = "atlasmart_run_failures_to_slack"
 MAX_ERRORS = 3
+FAILURE_PREFIX = "dagster._core.definitions.events.Failure: "
 
 
-def _errors(instance: dg.DagsterInstance, run_id: str) -> list[str]:
+def _step_assets(job: dg.JobDefinition | None, step_key: str) -> list[str]:
+    """The assets a step computes, from the job's asset layer (a step key is its node's name)."""
+    if job is None:
+        return []
+    try:
+        node = NodeHandle.from_string(step_key.split("[")[0])
+        return sorted(k.to_user_string() for k in job.asset_layer.get_assets_def_for_node(node).keys)
+    except Exception:  # noqa: BLE001 - an unknown step (renamed since the run) just names no assets
+        return []
+
+
+def _errors(instance: dg.DagsterInstance, run_id: str, job: dg.JobDefinition | None) -> list[fmt.StepError]:
     events = instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_FAILURE)
     out = []
     for e in events[:MAX_ERRORS]:
         err = getattr(e.dagster_event.event_specific_data, "error", None) if e.dagster_event else None
-        out.append(f"{e.step_key}: {err.message.strip() if err else e.message}")
+        step = e.step_key or ""
+        message = err.message.strip() if err else (e.message or "")
+        out.append(fmt.StepError(step, _step_assets(job, step), message.removeprefix(FAILURE_PREFIX)))
     if not out:
-        out = [e.message for e in instance.all_logs(run_id, of_type=dg.DagsterEventType.RUN_FAILURE)][:1]
+        out = [fmt.StepError("run", [], e.message)
+               for e in instance.all_logs(run_id, of_type=dg.DagsterEventType.RUN_FAILURE)][:1]
     return out
 
 
-def _failure(run: dg.DagsterRun, instance: dg.DagsterInstance, slack: AtlasSlack) -> fmt.RunFailure:
-    return fmt.RunFailure(job=run.job_name, run_id=run.run_id, run_url=slack.run_url(run.run_id),
-                          partitions=partitions_of(run.tags), backfill_id=run.tags.get(BACKFILL_TAG),
-                          reason=run.tags.get(REASON_TAG), errors=_errors(instance, run.run_id))
+def _failing_days(instance: dg.DagsterInstance, run_id: str) -> list[str]:
+    """The days the run's failed checks single out (their partition, else their figures)."""
+    days: set[str] = set()
+    for e in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION):
+        ev: Any = e.dagster_event.event_specific_data if e.dagster_event else None
+        if ev is None or ev.passed:
+            continue
+        if getattr(ev, "partition", None):
+            days.add(ev.partition)
+            continue
+        figures = ev.metadata.get("figures")
+        days |= set(fmt.failing_partitions(getattr(figures, "value", figures)))
+    return sorted(days)
 
 
-def evaluate(context: dg.SensorEvaluationContext, slack: AtlasSlack, batch: int = BATCH) -> dg.SkipReason:
+def _job(context: dg.SensorEvaluationContext, name: str) -> dg.JobDefinition | None:
+    try:
+        return context.repository_def.get_job(name)
+    except Exception:  # noqa: BLE001 - a job removed since the run
+        return None
+
+
+def _failure(run: dg.DagsterRun, context: dg.SensorEvaluationContext) -> fmt.RunFailure:
+    job = _job(context, run.job_name)
+    keys = run.asset_selection or (job.asset_layer.executable_asset_keys if job is not None else set())
+    assets = sorted(k.to_user_string() for k in keys)
+    return fmt.RunFailure(
+        job=None if run.job_name.startswith("__") else run.job_name, assets=assets, run_id=run.run_id,
+        window=fmt.window_text(window_keys(run.tags)), failing=_failing_days(context.instance, run.run_id),
+        backfill_id=run.tags.get(BACKFILL_TAG), reason=run.tags.get(REASON_TAG),
+        errors=_errors(context.instance, run.run_id, job))
+
+
+def evaluate(context: dg.SensorEvaluationContext, slack: AtlasSlack, batch: int | None = None,
+             sensor: str = NAME) -> dg.SkipReason:
     """One tick: alert up to `batch` run failures after the cursor, oldest first."""
-    state = load_cursor(context.cursor)
-    after: int | None = state.get("after_storage_id")
+    box = Outbox(context, slack, sensor)
+    if box.stopped:
+        return box.finish("no run failure alert sent", len(box.state.get("parts", {})))
+    state = box.state
     jobs = set(context.repository_def.job_names)
     events = context.instance.fetch_run_status_changes(
-        dg.RunStatusChangeRecordsFilter(event_type=dg.DagsterEventType.RUN_FAILURE, after_storage_id=after),
-        limit=batch, ascending=True).records
-    delivered, error = 0, None
+        dg.RunStatusChangeRecordsFilter(event_type=dg.DagsterEventType.RUN_FAILURE,
+                                        after_storage_id=state.get("after_storage_id")),
+        limit=batch or common.BATCH, ascending=True).records
+    waiting = ""
+    done = 0
     for event in events:
         run = context.instance.get_run_by_id(event.run_id)
         if run is not None and run.job_name in jobs:
-            try:
-                slack.post(fmt.run_failure(_failure(run, context.instance, slack)))
-            except SlackPostError as exc:
-                error = str(exc)
-                context.log.warning(f"run failure alert for {run.run_id} not delivered, retried next tick: {error}")
+            failure = _failure(run, context)
+            thread, wait = box.reply_target(failure.backfill_id, event.timestamp)
+            if wait:
+                waiting = f"; waiting for backfill {failure.backfill_id}'s started message before alerting"
                 break
-            delivered += 1
-        state["after_storage_id"] = event.storage_id
-    context.update_cursor(dump_cursor(state))
-    if error:
-        return dg.SkipReason(f"delivered {delivered} run failure alert(s); Slack refused the next ({error})")
-    return dg.SkipReason(f"delivered {delivered} run failure alert(s)")
+
+            def commit(_ts: str, storage_id: int = event.storage_id) -> None:
+                state["after_storage_id"] = storage_id
+
+            if not box.send(f"run:{event.storage_id}", fmt.run_failure(failure, slack.links), commit, thread):
+                context.log.warning(f"run failure alert for {run.run_id} not delivered, retried next tick: "
+                                    f"{box.error or 'rate limited'}")
+                break
+        else:
+            state["after_storage_id"] = event.storage_id
+        done += 1
+    return box.finish(f"delivered {box.delivered} run failure alert(s){waiting}", len(events) - done)
 
 
-def build(name: str = "atlasmart_run_failures_to_slack", interval_s: int = 30) -> dg.SensorDefinition:
+def build(name: str = NAME, interval_s: int = 30) -> dg.SensorDefinition:
     @dg.sensor(name=name, minimum_interval_seconds=interval_s, default_status=dg.DefaultSensorStatus.RUNNING,
                required_resource_keys={SLACK_KEY},
                description="Posts one Slack message per failed run of this code location.")
     def _sensor(context: dg.SensorEvaluationContext) -> dg.SkipReason:
         slack: AtlasSlack = getattr(context.resources, SLACK_KEY)
-        return skip_unless_configured(slack) or evaluate(context, slack)
+        return skip_unless_configured(slack) or evaluate(context, slack, sensor=name)
 
     return _sensor

@@ -1,55 +1,121 @@
-"""The Slack resource and the one place a message is posted; one call posts one message."""
+"""The Slack resource and the one place a message is posted; one call posts one message (one attempt)."""
 
 from __future__ import annotations
 
 import os
+import urllib.parse
+from pathlib import Path
 
 import dagster as dg
 from dagster_slack import SlackResource
 from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+
+from atlasmart_assets.alerts import format as fmt
 
 TOKEN_ENV = "ATLASMART_SLACK_TOKEN"
 CHANNEL_ENV = "ATLASMART_SLACK_CHANNEL"
 BASE_URL_ENV = "ATLASMART_SLACK_BASE_URL"
 UI_BASE_URL_ENV = "ATLASMART_UI_BASE_URL"
+NOTICE_BASE_URL_ENV = "ATLASMART_NOTICE_BASE_URL"
 DEFAULT_CHANNEL = "#atlasmart-data-quality"
 DEFAULT_UI_BASE_URL = "http://localhost:3000"
+DEFAULT_RETRY_AFTER_S = 30.0
 NO_TOKEN_REASON = f"Slack alerts are off: {TOKEN_ENV} is not set (set it and reload the code location)."
+# Answers that refuse this message's blocks, not the channel: the message is re-sent as plain text instead.
+REFUSED_BLOCKS = {"invalid_blocks", "invalid_blocks_format", "msg_too_long", "too_many_attachments"}
 
 
 class SlackPostError(RuntimeError):
     """Slack did not accept a message (error answer, HTTP error or timeout); the alert stays pending."""
 
 
+class SlackRateLimited(SlackPostError):
+    """HTTP 429: Slack asks for no request to this method before `retry_after_s` seconds."""
+
+    def __init__(self, retry_after_s: float) -> None:
+        super().__init__(f"rate limited by Slack (HTTP 429, Retry-After {retry_after_s:g} s)")
+        self.retry_after_s = retry_after_s
+
+
+class SlackRefusedBlocks(SlackPostError):
+    """Slack refused this message's content (e.g. invalid_blocks); another message would go through."""
+
+
+def api_base_url(url: str) -> str:
+    """The Web API base with its `/api/` path, from a URL given with or without `/api` (and trailing slash)."""
+    base = url.strip().rstrip("/")
+    return (base if base.endswith("/api") else base + "/api") + "/"
+
+
+def _retry_after(headers: object) -> float:
+    get = getattr(headers, "get", None)
+    raw = (get("Retry-After") or get("retry-after")) if get else None
+    try:
+        return max(0.0, float(raw)) if raw is not None else DEFAULT_RETRY_AFTER_S
+    except (TypeError, ValueError):
+        return DEFAULT_RETRY_AFTER_S
+
+
 class AtlasSlack(SlackResource):
-    """Where alerts go: the Slack API (token, base URL, channel) and the UI the links point at."""
+    """Where alerts go: the Slack API (token, base URL, channel), the UI the links point at, and where change
+    notices can be read."""
 
     channel: str = DEFAULT_CHANNEL
     base_url: str = WebClient.BASE_URL
     ui_base_url: str = DEFAULT_UI_BASE_URL
+    notice_base_url: str = ""
     timeout_s: float = 10.0
+    max_wait_s: float = 10.0
 
     @property
     def configured(self) -> bool:
         return bool(self.token)
 
+    @property
+    def links(self) -> fmt.Links:
+        return fmt.Links(self.ui_base_url)
+
     def get_client(self) -> WebClient:
-        # No retry handlers: a failed post is retried by the next tick, with the cursor left before it.
-        return WebClient(token=self.token, base_url=self.base_url, timeout=int(max(1, self.timeout_s)),
+        # No retry handlers: a failed post is retried by the sensor (Retry-After honoured), with its state journaled.
+        return WebClient(token=self.token, base_url=api_base_url(self.base_url), timeout=int(max(1, self.timeout_s)),
                          retry_handlers=[])
 
-    def post(self, text: str) -> None:
-        """Post one message; raises SlackPostError (which never contains the token) if Slack did not take it."""
+    def post(self, message: fmt.Message, thread_ts: str | None = None, broadcast: bool = False) -> str:
+        """Post one message (as a reply when thread_ts is given) and return its `ts`. Raises SlackRateLimited,
+        SlackRefusedBlocks or SlackPostError (never containing the token) when Slack did not take it."""
+        kwargs: dict[str, object] = {"channel": self.channel, "text": message.text, "unfurl_links": False,
+                                     "unfurl_media": False}
+        if message.blocks:
+            kwargs["blocks"] = [dict(b) for b in message.blocks]
+        if thread_ts:
+            kwargs["thread_ts"] = thread_ts
+            kwargs["reply_broadcast"] = broadcast
         try:
-            answer = self.get_client().chat_postMessage(channel=self.channel, text=text, mrkdwn=True,
-                                                         unfurl_links=False)
+            answer = self.get_client().chat_postMessage(**kwargs)  # type: ignore[arg-type]
+        except SlackApiError as exc:
+            status = exc.response.status_code
+            error = exc.response.get("error") if isinstance(exc.response.data, dict) else None
+            if status == 429 or error == "ratelimited":
+                raise SlackRateLimited(_retry_after(exc.response.headers)) from None
+            if error in REFUSED_BLOCKS:
+                raise SlackRefusedBlocks(f"Slack answered error={error!r}") from None
+            raise SlackPostError(f"Slack answered HTTP {status} error={error!r}") from None
         except Exception as exc:  # noqa: BLE001 - every transport failure means "not delivered"
             raise SlackPostError(_scrub(f"{type(exc).__name__}: {exc}", self.token)) from None
-        if not answer.get("ok", False):
+        ts = answer.get("ts")
+        if not answer.get("ok", False) or not ts:
             raise SlackPostError(f"Slack answered error={answer.get('error')!r}")
+        return str(ts)
 
     def run_url(self, run_id: str) -> str:
-        return f"{self.ui_base_url.rstrip('/')}/runs/{run_id}"
+        return self.links.run(run_id)
+
+    def notice_location(self, path: Path) -> str:
+        """Where a reader finds a change notice: its URL under ATLASMART_NOTICE_BASE_URL, else its file path."""
+        if not self.notice_base_url:
+            return str(path)
+        return f"{self.notice_base_url.rstrip('/')}/{urllib.parse.quote(path.name)}"
 
 
 def _scrub(text: str, token: str) -> str:
@@ -67,4 +133,5 @@ def slack_resource() -> AtlasSlack:
         channel=env.get(CHANNEL_ENV, DEFAULT_CHANNEL),
         base_url=env.get(BASE_URL_ENV, WebClient.BASE_URL),
         ui_base_url=env.get(UI_BASE_URL_ENV, DEFAULT_UI_BASE_URL),
+        notice_base_url=env.get(NOTICE_BASE_URL_ENV, ""),
     )

@@ -1,0 +1,170 @@
+"""Delivering notices to Slack once each, in order, across ticks, Slack outages and daemon restarts.
+
+Dagster saves a sensor's cursor only when the tick ends without raising. So that neither a daemon killed
+mid-tick nor a tick that raises (how a Slack outage is made visible: the tick shows FAILURE with the reason)
+re-sends what Slack already took, every accepted message is also journaled at once in the instance's
+key-value store (`instance.daemon_cursor_storage`, the table Dagster keeps its own daemon cursors in):
+`{"from": <gen of the cursor the tick started from>, "state": <the state after the message>}`. A tick starts
+from the journal when it continues the cursor Dagster holds (same `gen`), else from the cursor. The one
+remaining window is a crash between Slack's answer and that single key-value write (milliseconds), or a
+timed-out request Slack did post: then the message is sent twice, never lost.
+
+A notice longer than one Slack message is several messages: their `ts` values are journaled one by one under
+`parts`, so a restart resumes at the first part not yet taken. HTTP 429 is honoured: a short Retry-After is
+slept (at most `max_wait_s` per tick), a longer one stops the tick and is kept as `not_before` in the state, so
+no later tick posts before it."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any, Callable, Mapping, Sequence
+
+import dagster as dg
+
+from atlasmart_assets.alerts import format as fmt
+from atlasmart_assets.alerts.common import dump_cursor, load_cursor
+from atlasmart_assets.alerts.slack import AtlasSlack, SlackPostError, SlackRateLimited, SlackRefusedBlocks
+
+JOURNAL_KEY = "atlasmart/alerts/journal/{sensor}"
+THREAD_KEY = "atlasmart/alerts/thread/{backfill_id}"
+# How long an alert about a backfill's run waits for the backfill's "started" message to open its thread.
+THREAD_WAIT_S = 300.0
+
+Commit = Callable[[str], Mapping[str, str] | None]
+
+
+class SlackUnavailable(Exception):
+    """Raised at the end of a tick in which Slack refused a message: Dagster shows the tick as FAILURE with
+    this text; everything delivered before it is journaled, the rest is retried on the next tick."""
+
+
+def thread_of(instance: dg.DagsterInstance, backfill_id: str) -> str | None:
+    """The `ts` of the backfill's "started" message, once the lifecycle sensor has posted it."""
+    key = THREAD_KEY.format(backfill_id=backfill_id)
+    return instance.daemon_cursor_storage.get_cursor_values({key}).get(key) or None
+
+
+class Outbox:
+    """One tick's deliveries for one sensor: its state (cursor + journal), Slack, and what went wrong."""
+
+    def __init__(self, context: dg.SensorEvaluationContext, slack: AtlasSlack, sensor: str,
+                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep) -> None:
+        self._context, self._slack, self._clock, self._sleep = context, slack, clock, sleep
+        self._storage = context.instance.daemon_cursor_storage
+        self._key = JOURNAL_KEY.format(sensor=sensor)
+        cursor = load_cursor(context.cursor)
+        self._from = str(cursor.get("gen", ""))
+        state = cursor
+        raw = self._storage.get_cursor_values({self._key}).get(self._key)
+        if raw:
+            journal = json.loads(raw)
+            if journal.get("from") == self._from:
+                state = journal["state"]
+            else:
+                # The cursor moved on since: this journal is obsolete (and must not match a cursor reset later).
+                self._storage.set_cursor_values({self._key: ""})
+        self.state: dict[str, Any] = state
+        self.state["gen"] = uuid.uuid4().hex[:12]
+        self.delivered = 0
+        self.waited_s = 0.0
+        self.error: str | None = None
+        self.fallbacks: list[str] = []
+        self._threads: dict[str, str | None] = {}
+
+    @property
+    def not_before(self) -> float | None:
+        """When Slack's last Retry-After ends, if it has not yet."""
+        value = self.state.get("not_before")
+        return float(value) if value and float(value) > self._clock() else None
+
+    @property
+    def stopped(self) -> bool:
+        return self.error is not None or self.not_before is not None
+
+    def thread_of(self, backfill_id: str) -> str | None:
+        if backfill_id not in self._threads:
+            self._threads[backfill_id] = thread_of(self._context.instance, backfill_id)
+        return self._threads[backfill_id]
+
+    def reply_target(self, backfill_id: str | None, since: float) -> tuple[str | None, bool]:
+        """Where an alert about a run posted at `since` goes: (the thread of its backfill or None, whether to
+        wait for that thread first). It waits at most THREAD_WAIT_S, then posts in the channel."""
+        if not backfill_id:
+            return None, False
+        ts = self.thread_of(backfill_id)
+        return ts, ts is None and self._clock() - since < THREAD_WAIT_S
+
+    def send(self, key: str, messages: Sequence[fmt.Message], commit: Commit, thread_ts: str | None = None,
+             broadcast: bool = False) -> bool:
+        """Post what Slack has not yet taken of one notice (`key` names it), then apply `commit(ts of its first
+        message)` and journal; `commit` may return key-value pairs to store with it. False when Slack did not
+        take a message: the caller stops, the tick ends."""
+        if self.stopped:
+            return False
+        parts: dict[str, list[str]] = self.state.setdefault("parts", {})
+        sent = list(parts.get(key, []))
+        for i in range(len(sent), len(messages)):
+            reply_to = thread_ts or (sent[0] if sent else None)
+            ts = self._post(messages[i], reply_to, broadcast and i == 0)
+            if ts is None:
+                return False
+            sent.append(ts)
+            if i < len(messages) - 1:
+                parts[key] = sent
+                self._journal()
+        parts.pop(key, None)
+        extra = commit(sent[0]) if sent else None
+        self.delivered += 1
+        self._journal(extra)
+        return True
+
+    def _post(self, message: fmt.Message, thread_ts: str | None, broadcast: bool) -> str | None:
+        while True:
+            try:
+                return self._slack.post(message, thread_ts, broadcast)
+            except SlackRateLimited as exc:
+                if self.waited_s + exc.retry_after_s <= self._slack.max_wait_s:
+                    self._sleep(exc.retry_after_s)
+                    self.waited_s += exc.retry_after_s
+                    continue
+                self.state["not_before"] = self._clock() + exc.retry_after_s
+                self._journal()
+                return None
+            except SlackRefusedBlocks as exc:
+                if not message.blocks:
+                    self.error = str(exc)
+                    self._journal()
+                    return None
+                self.fallbacks.append(str(exc))
+                self._context.log.warning(f"Slack refused a message's blocks ({exc}); sending its text only")
+                note = f"\n(Slack refused this message's detail blocks: {exc}; see the Dagster UI for the rest.)"
+                message = fmt.Message(message.text + note, ())
+            except SlackPostError as exc:
+                self.error = str(exc)
+                self._journal()
+                return None
+
+    def _journal(self, extra: Mapping[str, str] | None = None) -> None:
+        pairs = {self._key: json.dumps({"from": self._from, "state": self.state}, sort_keys=True)}
+        self._storage.set_cursor_values({**pairs, **(extra or {})})
+
+    def finish(self, summary: str, pending: int) -> dg.SkipReason:
+        """End the tick: save the cursor; raise SlackUnavailable if Slack refused a message (the tick then
+        shows FAILURE), else skip with a reason saying what was delivered and what waits."""
+        if self.not_before is None:
+            self.state.pop("not_before", None)
+        if self.fallbacks:
+            summary += f"; {len(self.fallbacks)} sent as text only (Slack refused their blocks)"
+        self._context.update_cursor(dump_cursor(self.state))
+        if self.error:
+            self._journal()
+            raise SlackUnavailable(f"{summary}; Slack did not take the next message ({self.error}); {pending} "
+                                   "pending, retried on the next tick (nothing delivered is lost or re-sent)")
+        until = self.not_before
+        if until is not None:
+            stamp = time.strftime("%H:%M:%S UTC", time.gmtime(until))
+            return dg.SkipReason(f"{summary}; Slack rate-limited this app (HTTP 429): {pending} pending, next "
+                                 f"post not before {stamp}")
+        return dg.SkipReason(summary)
