@@ -19,7 +19,7 @@ def table_rows(cfg: Settings, table: str, where: str = "true") -> list[tuple]:
 def files(directory: Path) -> dict[str, str]:
     if not directory.exists():
         return {}
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.glob("*.json"))}
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.glob("partition=*.json"))}
 
 
 def snapshot(cfg: Settings) -> dict[str, Any]:

@@ -267,3 +267,11 @@ def test_a_hostile_backfill_id_never_becomes_a_path() -> None:
     for hostile in ("../../../x/evil", "/etc/passwd", ".hidden", "a b", "x" * 300):
         name = notice_name(hostile)
         assert "/" not in name and not name.startswith(".") and name.startswith("id-"), name
+
+
+def test_a_failed_backfill_that_had_published_says_the_publication_stands() -> None:
+    nothing = _shown(fmt.backfill_failed(BACKFILL, "COMPLETED_FAILED", LINKS))
+    after_commit = _shown(fmt.backfill_failed(BACKFILL, "COMPLETED_FAILED", LINKS, CHANGES))
+    assert "nothing of a failed run was published" in nothing
+    assert "nothing of a failed run was published" not in after_commit
+    assert "published, then failed" in after_commit and "pub-1" in after_commit and "stands" in after_commit

@@ -135,3 +135,36 @@ def test_published_checks_catch_another_writer(env, instance) -> None:
     dup, drift = published_fact_unique(wh, window), published_mart_matches_fact(wh, window)
     assert dup.blocks and dup.figures["duplicate_line_ids"]["2026-09-19"] == 1
     assert drift.blocks and "2026-09-20" in drift.figures["mismatches"]
+
+
+HOLDER = """
+import sys, time, duckdb
+con = duckdb.connect(sys.argv[1])
+open(sys.argv[2], 'w').write('held')
+time.sleep(30)
+"""
+
+
+def test_a_published_check_that_cannot_read_reports_it_and_fails_nothing(env, instance, tmp_path, monkeypatch) -> None:
+    import subprocess
+    import sys
+    import time
+
+    from atlasmart_assets.checks.published import FACT_UNIQUE, _guarded
+    from atlasmart_assets.contract import FCT_ORDER_LINES
+
+    assert run_chain(instance, DAY).success
+    monkeypatch.setenv("ATLASMART_LOCK_TIMEOUT_S", "1")
+    marker = tmp_path / "held"
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(env.warehouse_path), str(marker)])
+    try:
+        deadline = time.monotonic() + 30
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        wh = Warehouse()
+        verdict = _guarded(FACT_UNIQUE, FCT_ORDER_LINES, wh, lambda: published_fact_unique(wh, Window.of(DAY)))
+    finally:
+        holder.kill()
+        holder.wait()
+    assert not verdict.passed and verdict.severity == audits.WARN and not verdict.blocks
+    assert "not evaluated" in verdict.description and "stands" in verdict.description

@@ -125,3 +125,11 @@ def test_bad_input_names_file_partition_problem_and_changes_nothing(env, instanc
         text = _failure_text(result)
         assert DAY in text and str(path) in text and problem in text, text
         assert state.snapshot(env) == before
+
+
+def test_a_quote_in_the_data_dir_is_just_a_character(env, instance, tmp_path, monkeypatch) -> None:
+    odd = tmp_path / "analyst's data; drop table x"
+    monkeypatch.setenv("ATLASMART_DATA_DIR", str(odd))
+    assert run_chain(instance, "2026-09-18", "2026-09-19").success
+    assert run_chain(instance, "2026-09-18", "2026-09-19", {"dagster/backfill": "bf-quoted"}).success
+    assert (odd / "published" / "partition=2026-09-19.json").exists()

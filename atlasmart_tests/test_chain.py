@@ -59,3 +59,11 @@ def test_nothing_but_the_window_moves(env, instance) -> None:
     assert run_chain(instance, "2026-09-19", "2026-09-19", {"dagster/backfill": "bf-one-day"}).success
     assert state.table_rows(env, "fact.fct_order_lines", "partition_date <> '2026-09-19'") == outside
     assert state.files(env.published_dir) == files_before
+
+
+def test_a_ranged_run_reaching_the_newest_day_is_fenced_without_a_backfill_tag(env, instance) -> None:
+    result = run_chain(instance, "2026-09-20", "2026-09-21")
+    assert not result.success
+    assert not (env.published_dir / "partition=2026-09-21.json").exists()
+    assert run_chain(instance, "2026-09-21").success, "the newest day alone is the current lane's to publish"
+    assert run_chain(instance, "2026-09-20", "2026-09-21", {"atlasmart/fence_override": "deliberate"}).success

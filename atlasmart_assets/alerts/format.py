@@ -480,13 +480,23 @@ def backfill_started(b: Backfill, links: Links, readers_view: str) -> list[Messa
     return _messages(fallback, blocks)
 
 
-def backfill_failed(b: Backfill, status: str, links: Links) -> list[Message]:
-    head = (f":x: *Correction failed* — {_backfill_link(b, links)} over *{esc(b.window)}* ended {esc(status)}; "
-            "nothing of a failed run was published (the previous publication stays current)")
+def backfill_failed(b: Backfill, status: str, links: Links,
+                    published: Sequence[PartitionChange] = ()) -> list[Message]:
+    """A backfill that ended failed. If a run committed before something after the commit failed (a check that
+    could not read, a crash before the swap), the message says what was published and that it stands."""
+    if published:
+        pubs = ", ".join(sorted({esc(c.publication_id) for c in published}))
+        head = (f":warning: *Correction published, then failed* — {_backfill_link(b, links)} over *{esc(b.window)}* "
+                f"ended {esc(status)} after its commit: publication {pubs} of {len(published)} partition(s) stands "
+                "and readers see it; what failed came after the commit (see the run)")
+    else:
+        head = (f":x: *Correction failed* — {_backfill_link(b, links)} over *{esc(b.window)}* ended {esc(status)}; "
+                "nothing of a failed run was published (the previous publication stays current)")
     runs = [link(links.run(r), r[:8]) for r in b.run_ids]
     pairs = [("Reason", one_line(b.reason) if b.reason else NO_REASON), ("Requested by", requested_by(b.requested_by, b.reason))]
     blocks = [_section(head), *_fields(pairs), *(_sections([f"*Runs:* {', '.join(runs)}"]) if runs else [])]
-    fallback = [f"Correction failed — backfill {esc(b.backfill_id)} over {esc(b.window)} ended {esc(status)}",
+    fallback = [("Correction published, then failed" if published else "Correction failed") +
+                f" — backfill {esc(b.backfill_id)} over {esc(b.window)} ended {esc(status)}",
                 f"Backfill: {links.backfill(b.backfill_id)}"]
     return _messages(fallback, blocks)
 

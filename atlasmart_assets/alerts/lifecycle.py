@@ -230,7 +230,8 @@ def _notices(context: dg.SensorEvaluationContext, slack: AtlasSlack, state: dict
             where = slack.notice_location(path) if path else ""
             messages = fmt.backfill_published(info, changes, around, where, PUBLISHED_ASSET, links)
         else:
-            messages = fmt.backfill_failed(info, outcome, links)
+            messages = fmt.backfill_failed(info, outcome, links,
+                                           ledger_changes(wh, "backfill_id", backfill_id, "publish"))
 
         def done(_ts: str, b: str = backfill_id) -> None:
             seen[b]["done"] = True

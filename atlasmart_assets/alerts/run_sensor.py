@@ -35,13 +35,25 @@ def _step_assets(job: dg.JobDefinition | None, step_key: str) -> list[str]:
         return []
 
 
+def _with_root_cause(err: Any) -> str:
+    """Dagster wraps an exception raised in a step ("Error occurred while executing op …"); the cause it wraps
+    is what an operator needs, so the deepest cause is named too."""
+    message = err.message.strip()
+    root, depth = err, 0
+    while getattr(root, "cause", None) is not None and depth < 10:
+        root, depth = root.cause, depth + 1
+    if root is not err and root.message.strip() not in message:
+        message = f"{message}\nCaused by: {root.message.strip()}"
+    return message
+
+
 def _errors(instance: dg.DagsterInstance, run_id: str, job: dg.JobDefinition | None) -> list[fmt.StepError]:
     events = instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_FAILURE)
     out = []
     for e in events[:MAX_ERRORS]:
         err = getattr(e.dagster_event.event_specific_data, "error", None) if e.dagster_event else None
         step = e.step_key or ""
-        message = err.message.strip() if err else (e.message or "")
+        message = _with_root_cause(err) if err else (e.message or "")
         out.append(fmt.StepError(step, _step_assets(job, step), message.removeprefix(FAILURE_PREFIX)))
     if not out:
         out = [fmt.StepError("run", [], e.message)
