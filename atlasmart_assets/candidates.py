@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import json
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -21,6 +24,47 @@ def number(value: Any) -> int | float:
     if isinstance(value, (Decimal, float)):
         return int(value) if value == int(value) else round(float(value), 2)
     return int(value)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A day's landing batches (ordered by source_high_sequence) and what the day reconciles to."""
+
+    batches: tuple[dict[str, Any], ...]
+    target_controls: list[float]
+
+    @property
+    def as_of(self) -> str | None:
+        return self.batches[-1].get("extracted_at") if self.batches else None
+
+    @property
+    def high_sequence(self) -> int | None:
+        return self.batches[-1]["source_high_sequence"] if self.batches else None
+
+    @property
+    def digest(self) -> str | None:
+        """One fingerprint of the batch set (the ordered batch sha256s)."""
+        if not self.batches:
+            return None
+        return hashlib.sha256("\n".join(b["sha256"] for b in self.batches).encode()).hexdigest()
+
+
+def merge_evidence(con: duckdb.DuckDBPyConnection) -> None:
+    """candidate.merged_lines from candidate.raw_lines and candidate.raw_batches."""
+    con.execute(f"create or replace table candidate.merged_lines as {sql.text('merged_lines')}")
+
+
+def evidence(con: duckdb.DuckDBPyConnection, window: Window) -> dict[str, Evidence]:
+    rows = con.execute("select partition_date, batch_id, kind, source_high_sequence, sha256, extracted_at, controls "
+                       "from candidate.raw_batches where partition_date between $start and $end "
+                       "order by partition_date, source_high_sequence, batch_id", window.params).fetchall()
+    out: dict[str, list[tuple[Any, ...]]] = {}
+    for row in rows:
+        out.setdefault(row[0].isoformat(), []).append(row)
+    return {day: Evidence(tuple({"batch": r[1], "kind": r[2], "source_high_sequence": r[3], "sha256": r[4],
+                                 "extracted_at": r[5]} for r in batch_rows),
+                          [float(x) for x in json.loads(batch_rows[-1][6])])
+            for day, batch_rows in out.items()}
 
 
 def build_staged(con: duckdb.DuckDBPyConnection, customers_file: str, window: Window) -> None:
@@ -65,18 +109,21 @@ def mart_rows(con: duckdb.DuckDBPyConnection, relation: str, window: Window) -> 
     return out
 
 
-def days(con: duckdb.DuckDBPyConnection, window: Window, inputs: dict[str, dict[str, Any]],
+def days(con: duckdb.DuckDBPyConnection, window: Window, inputs: dict[str, Evidence],
          fact: str = "candidate.fct_order_lines", mart: str = "candidate.revenue_daily") -> dict[str, DayCandidate]:
-    """What each day of the window would publish: rows, controls, content hash and the extract's exact bytes."""
+    """What each day of the window would publish: rows, controls, content hash, the extract's exact bytes, and
+    the evidence it read (the ordered batch set and as_of)."""
     fact_figures = controls(con, fact, window)
     rows_by_day = mart_rows(con, mart, window)
     out: dict[str, DayCandidate] = {}
     for day in window.keys:
         ctl = control_list(fact_figures.get(day))
-        source = inputs.get(day, {})
-        identity = {"raw_sha256": source.get("sha256"), "source_high_sequence": source.get("source_high_sequence"),
-                    "extraction_batch": source.get("extraction_batch")}
+        ev = inputs.get(day)
+        batches = tuple({k: b[k] for k in ("batch", "sha256", "source_high_sequence")} for b in ev.batches) if ev else ()
+        identity = {"batches": list(batches), "as_of": ev.as_of if ev else None,
+                    "source_high_sequence": ev.high_sequence if ev else None}
         text = extracts.document(day, ctl, rows_by_day[day], identity)
         out[day] = DayCandidate(day, int(ctl[0]), ctl, extracts.content_sha256(day, ctl, rows_by_day[day]), text,
-                                source.get("sha256"), source.get("source_high_sequence"))
+                                ev.digest if ev else None, ev.high_sequence if ev else None, batches,
+                                ev.as_of if ev else None)
     return out

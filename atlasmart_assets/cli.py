@@ -52,6 +52,23 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _stale(args: argparse.Namespace) -> int:
+    from atlasmart_assets import stale
+    from atlasmart_assets.resources import Warehouse
+    from atlasmart_assets.window import Window
+
+    window = Window.of(args.start, args.end) if args.start else None
+    days = stale.stale_days(Warehouse(), window)
+    if args.json:
+        print(json.dumps([d.as_dict() for d in days], indent=2))
+    else:
+        for d in days:
+            print(f"{d.partition}: {'; '.join(d.reasons)} (published as {d.publication_id})")
+        if not days:
+            print("no published day is stale")
+    return 0
+
+
 def _generate(args: argparse.Namespace) -> int:
     from atlasmart_assets import generate
 
@@ -79,6 +96,11 @@ def main(argv: list[str] | None = None) -> int:
     pl.add_argument("--json", action="store_true")
     pl.add_argument("--png", help="write the before/after chart here")
     pl.set_defaults(func=_plan)
+    st = sub.add_parser("stale", help="published days whose evidence changed since their publication (writes nothing)")
+    st.add_argument("--from", dest="start")
+    st.add_argument("--to", dest="end")
+    st.add_argument("--json", action="store_true", help="a JSON list, one object per stale day: partition, reasons, ...")
+    st.set_defaults(func=_stale)
     gen = sub.add_parser("generate", help="write deterministic raw evidence (see --help of atlasmart_assets.generate)")
     gen.add_argument("rest", nargs=argparse.REMAINDER)
     gen.set_defaults(func=_generate)

@@ -63,31 +63,32 @@ def has_table(con: duckdb.DuckDBPyConnection, schema: str, name: str) -> bool:
                             "and table_name = $n", {"s": schema, "n": name}).fetchone()[0])
 
 
-def _read_published(wh: Warehouse, scope: RunScope, stats: LockStats,
-                    need_raw: bool) -> tuple[dict[str, Current], dict[str, dict[str, Any]]]:
-    """One short read: the current publication and raw manifests of the window (and raw lines, if this run did
-    not parse the files itself)."""
+def _read_published(wh: Warehouse, scope: RunScope, stats: LockStats, need_raw: bool) -> dict[str, Current]:
+    """One short read: the current publication of the window (and its loaded evidence, if this run did not parse
+    the raw files itself)."""
     with wh.reader(stats=stats) as con:
         current = ledger.current(con, scope.window)
-        manifests = ledger.raw_manifests(con, scope.window)
         if need_raw:
             attach(con, wh.scratch_path(scope.run.run_id), "s")
             con.execute("create schema if not exists s.candidate")
             con.execute("create or replace table s.candidate.raw_lines as select * from raw.order_lines "
                         "where partition_date between $start and $end", scope.window.params)
+            con.execute("create or replace table s.candidate.raw_batches as select partition_date, batch_id, file, "
+                        "kind, source_high_sequence, records, controls, extracted_at, sha256 from raw.batches "
+                        "where partition_date between $start and $end", scope.window.params)
             con.execute("detach s")
-    return current, manifests
+    return current
 
 
 def audit(scope: RunScope, con: duckdb.DuckDBPyConnection, current: dict[str, Current],
-          manifests: dict[str, dict[str, Any]], shrink_threshold: float,
+          evidence: dict[str, candidates.Evidence], shrink_threshold: float,
           cross_day: dict[str, list[str]]) -> tuple[list[Audit], dict[str, DayCandidate]]:
     """Every audit of the window's candidates, and what each day would publish."""
     window = scope.window
     staged = candidates.controls(con, "candidate.staged_order_lines", window, kind="staged")
     fact = candidates.controls(con, "candidate.fct_order_lines", window)
     mart = candidates.controls(con, "candidate.revenue_daily", window, kind="mart")
-    days = candidates.days(con, window, manifests)
+    days = candidates.days(con, window, evidence)
     fact_lists = {d: candidates.control_list(f) for d, f in fact.items()}
     rows_after = {d: c.rows for d, c in days.items()}
     rows_now = {d: c.rows for d, c in current.items()}
@@ -95,7 +96,7 @@ def audit(scope: RunScope, con: duckdb.DuckDBPyConnection, current: dict[str, Cu
         audits.unique_keys(STAGED_UNIQUE, STAGED_ORDER_LINES, {d: f["duplicate_line_ids"] for d, f in staged.items()}),
         audits.unique_keys(CANDIDATE_UNIQUE, FCT_ORDER_LINES, {d: f["duplicate_line_ids"] for d, f in fact.items()}),
         audits.controls_match(CONTROLS_MATCH_RAW, FCT_ORDER_LINES, {d: fact_lists.get(d, [0] * 6) for d in window.keys},
-                              {d: json.loads(m["controls"]) for d, m in manifests.items()}, "raw_manifest"),
+                              {d: e.target_controls for d, e in evidence.items()}, "raw_manifest"),
         audits.row_count_unchanged(ROW_COUNT_UNCHANGED, FCT_ORDER_LINES, rows_after, rows_now),
         audits.row_delta_within_bounds(ROW_DELTA, FCT_ORDER_LINES, rows_after, rows_now, shrink_threshold,
                                        scope.run.accept_shrink),
@@ -156,15 +157,18 @@ def correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool],
             need_raw = not has_table(con, "candidate", "raw_lines")
         finally:
             con.close()
-        current, manifests = _read_published(wh, scope, stats, need_raw)
+        current = _read_published(wh, scope, stats, need_raw)
         con = wh.open_scratch(run_id, threads)
         try:
+            if need_raw:
+                candidates.merge_evidence(con)
+            evidence = candidates.evidence(con, scope.window)
             candidates.build_staged(con, str(cfg.raw_dir / "customers.json"), scope.window)
             if adjust_staged is not None:
                 adjust_staged(con)
             candidates.build(con, scope.window)
             cross_day = _cross_day_duplicates(wh, scope, con, stats)
-            found, days = audit(scope, con, current, manifests, cfg.shrink_threshold, cross_day)
+            found, days = audit(scope, con, current, evidence, cfg.shrink_threshold, cross_day)
             staged = {d: {"rows": int(f["lines"]), "unresolved_customers": int(f["unresolved_customers"])}
                       for d, f in candidates.controls(con, "candidate.staged_order_lines", scope.window,
                                                       kind="staged").items()}

@@ -9,6 +9,8 @@ import random
 from pathlib import Path
 from typing import Any
 
+from atlasmart_assets import evidence
+
 SOURCE = "atlasmart-oms"
 SCHEMA_VERSION = 2
 COUNTRIES = ("US", "DE", "FR", "GB", "JP")
@@ -215,6 +217,70 @@ def write_shipped(raw_dir: Path) -> list[Path]:
     return paths
 
 
+def read_batches(raw_dir: Path, day: dt.date) -> list[evidence.Batch]:
+    """The day's landing batches as they are on disk (the first flat file, then raw/partition=D/*.json)."""
+    paths = [raw_dir / f"partition={day.isoformat()}.json",
+             *sorted((raw_dir / f"partition={day.isoformat()}").glob("*.json"))]
+    out = []
+    for k, path in enumerate(p for p in paths if p.is_file()):
+        doc = json.loads(path.read_text())
+        m = doc["manifest"]
+        out.append(evidence.Batch(m["extraction_batch"], "snapshot" if k == 0 else m.get("kind", "delta"),
+                                  m["source_high_sequence"], doc["lines"]))
+    return sorted(out, key=lambda b: b.source_high_sequence)
+
+
+def write_batch(raw_dir: Path, day: dt.date, batch_id: str, lines: list[dict[str, Any]], kind: str = "delta",
+                extracted_at: str | None = None) -> Path:
+    """A later landing batch raw/partition=D/<batch_id>.json: records = its lines, controls = the whole day as of
+    this batch (merged with every earlier batch on disk), source_high_sequence = its highest sequence."""
+    earlier = read_batches(raw_dir, day)
+    high = max([line["source_sequence"] for line in lines] + [b.source_high_sequence for b in earlier])
+    merged = evidence.merge([*earlier, evidence.Batch(batch_id, kind, high, lines)])
+    extracted = extracted_at or (dt.datetime.combine(day + dt.timedelta(days=2 + len(earlier)), dt.time(1, 0))
+                                 .isoformat() + "Z")
+    doc = {"manifest": {"partition": day.isoformat(), "source": SOURCE, "schema_version": SCHEMA_VERSION,
+                        "extraction_batch": batch_id, "kind": kind, "extracted_at": extracted,
+                        "source_high_sequence": high, "records": len(lines),
+                        "controls": controls_of([r for r in merged.values()])}, "lines": lines}
+    path = raw_dir / f"partition={day.isoformat()}" / f"{batch_id}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(dump_raw(doc))
+    return path
+
+
+def late_delta(raw_dir: Path, day: dt.date, batch_id: str, new: int = 1, restate: int = 1, retract: int = 1,
+               seed: int = 11) -> Path:
+    """A delta batch for a day already on disk: `new` late lines, `restate` re-stated lines (new price, higher
+    sequence) and `retract` retractions (`"op": "delete"`) of existing lines."""
+    rng = random.Random(seed * 7919 + day.toordinal())
+    alive = sorted(evidence.merge(read_batches(raw_dir, day)).values(), key=lambda r: r["line_id"])
+    high = max(b.source_high_sequence for b in read_batches(raw_dir, day))
+    lines: list[dict[str, Any]] = []
+    for k in range(new):
+        template = alive[k % len(alive)]
+        # One late order of one customer: an order never spans customers (the mart counts orders per group).
+        lines.append({**template, "line_id": f"{day.isoformat()}-LATE-{batch_id}-{k + 1:04d}",
+                      "customer_id": alive[0]["customer_id"], "order_id": f"{day.isoformat()}-OLATE-{batch_id}",
+                      "source_sequence": high + len(lines) + 1})
+    for line in rng.sample(alive, min(restate + retract, len(alive)))[:restate]:
+        lines.append({**line, "unit_price": _num(round(float(line["unit_price"]) + 1, 2)),
+                      "source_sequence": high + len(lines) + 1})
+    restated = {line["line_id"] for line in lines}
+    for line in [r for r in alive if r["line_id"] not in restated][-retract:] if retract else []:
+        lines.append({"op": "delete", "line_id": line["line_id"], "source_sequence": high + len(lines) + 1})
+    return write_batch(raw_dir, day, batch_id, lines, "delta")
+
+
+def late_snapshot(raw_dir: Path, day: dt.date, batch_id: str, drop: int = 1) -> Path:
+    """A snapshot re-extraction of the whole day that leaves out its last `drop` lines (they are retracted)."""
+    alive = sorted(evidence.merge(read_batches(raw_dir, day)).values(), key=lambda r: r["line_id"])
+    high = max(b.source_high_sequence for b in read_batches(raw_dir, day))
+    kept = alive[:len(alive) - drop] if drop else alive
+    lines = [{**line, "source_sequence": high + k + 1} for k, line in enumerate(kept)]
+    return write_batch(raw_dir, day, batch_id, lines, "snapshot")
+
+
 def write_synthetic(raw_dir: Path, start: dt.date, days: int, lines_per_day: int, customers: int) -> None:
     """N days x M lines of synthetic raw evidence, plus a matching customer dimension."""
     write_customers(raw_dir, synthetic_customers(customers, start, days))
@@ -231,8 +297,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--days", type=int, default=365)
     parser.add_argument("--lines", type=int, default=20_000)
     parser.add_argument("--customers", type=int, default=5_000)
+    parser.add_argument("--late-delta", metavar="BATCH_ID", help="write a later delta batch for --start "
+                        "(with --new/--restate/--retract lines)")
+    parser.add_argument("--late-snapshot", metavar="BATCH_ID", help="write a later snapshot batch for --start "
+                        "that drops --retract lines")
+    parser.add_argument("--new", type=int, default=1)
+    parser.add_argument("--restate", type=int, default=1)
+    parser.add_argument("--retract", type=int, default=1)
     args = parser.parse_args(argv)
-    if args.shipped:
+    if args.late_delta or args.late_snapshot:
+        path = (late_delta(args.raw_dir, args.start, args.late_delta, args.new, args.restate, args.retract)
+                if args.late_delta else late_snapshot(args.raw_dir, args.start, args.late_snapshot, args.retract))
+        print(path)
+    elif args.shipped:
         write_shipped(args.raw_dir)
     else:
         write_synthetic(args.raw_dir, args.start, args.days, args.lines, args.customers)

@@ -9,7 +9,7 @@ from typing import Any
 
 import dagster as dg
 
-from atlasmart_assets import candidates, partitions, raw_files, sql
+from atlasmart_assets import candidates, partitions, raw_files, sql, stale
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import fence_refusal
 from atlasmart_assets.warehouse import ledger
@@ -46,6 +46,7 @@ class Plan:
     neighbours: dict[str, str | None]
     protected: dict[str, str | None]
     impact: dict[str, DayImpact] = field(default_factory=dict)
+    stale: dict[str, list[str]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -72,12 +73,11 @@ def _impact(wh: Warehouse, window: Window, now: dict[str, ledger.Current]) -> di
     try:
         con = wh.open_scratch(run_id)
         try:
-            files = raw_files.load_window(con, cfg.raw_dir, window)
+            raw_files.load_window(con, cfg.raw_dir, window)
+            candidates.merge_evidence(con)
             candidates.build_staged(con, str(cfg.raw_dir / "customers.json"), window)
             candidates.build(con, window)
-            inputs = {f.partition: {"sha256": f.sha256, "source_high_sequence": f.manifest["source_high_sequence"],
-                                    "extraction_batch": f.manifest["extraction_batch"]} for f in files}
-            days = candidates.days(con, window, inputs)
+            days = candidates.days(con, window, candidates.evidence(con, window))
         finally:
             con.close()
         with wh.reader() as rcon:
@@ -122,8 +122,9 @@ def make(wh: Warehouse, graph: Any, start: str, end: str | None = None,
     if newest not in scope:
         protected[newest] = protected_pub.sha256 if protected_pub else None
     impact = _impact(wh, Window.of(min(scope), max(scope)), now) if with_impact and scope else {}
+    stale_now = {d.partition: d.reasons for d in stale.stale_days(wh, window)}
     return Plan(str(window), scope, refused, refusal, _reach(graph, assets or ["raw/order_lines"]), neighbours, protected,
-                impact)
+                impact, stale_now)
 
 
 def markdown(plan: Plan) -> str:
@@ -132,6 +133,9 @@ def markdown(plan: Plan) -> str:
     if plan.refused:
         lines.append(f"\n:no_entry: refused by the fence: {', '.join(plan.refused)} — {plan.refusal}")
     lines.append(f"\nAssets the correction reaches: {', '.join(plan.assets)}")
+    if plan.stale:
+        lines.append("\nStale in this window (evidence changed since publication): " +
+                     "; ".join(f"{d} ({', '.join(r)})" for d, r in sorted(plan.stale.items())))
     lines.append("\n| partition | rows now → after | controls now → after | lines +/-/~ | changes |")
     lines.append("|---|---|---|---|---|")
     for d, i in plan.impact.items():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,9 @@ class RawInputError(Exception):
 
 @dataclass(frozen=True)
 class RawFile:
+    """One landing batch of one day: the flat `partition=D.json` (the first, read as a snapshot) or a later
+    `partition=D/<extraction_batch>.json` (delta or snapshot)."""
+
     partition: str
     path: Path
     sha256: str
@@ -38,6 +42,22 @@ class RawFile:
     @property
     def controls(self) -> list[float]:
         return [self.manifest["controls"][name] for name in CONTROL_NAMES]
+
+    @property
+    def batch_id(self) -> str:
+        return str(self.manifest["extraction_batch"])
+
+    @property
+    def kind(self) -> str:
+        return str(self.manifest.get("kind") or "snapshot")
+
+    @property
+    def high_sequence(self) -> int:
+        return int(self.manifest["source_high_sequence"])
+
+    def identity(self) -> dict[str, Any]:
+        return {"batch": self.batch_id, "sha256": self.sha256, "source_high_sequence": self.high_sequence,
+                "kind": self.kind, "extracted_at": self.manifest.get("extracted_at")}
 
 
 @dataclass(frozen=True)
@@ -62,11 +82,31 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _locate(raw_dir: Path, window: Window) -> dict[str, Path]:
-    paths = {key: path_for(raw_dir, key) for key in window.keys}
-    for key, path in paths.items():
-        if not path.is_file():
-            raise RawInputError(path, key, "raw file is missing (no evidence was extracted for this day)")
+BATCH_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+
+def later_batches(raw_dir: Path, partition: str) -> list[Path]:
+    """The day's later landing batches, raw/partition=D/<extraction_batch>.json (any order; merged by sequence)."""
+    folder = raw_dir / f"partition={partition}"
+    return sorted(folder.glob("*.json")) if folder.is_dir() else []
+
+
+def batch_paths(raw_dir: Path, partition: str) -> list[Path]:
+    return [path_for(raw_dir, partition), *later_batches(raw_dir, partition)]
+
+
+def _locate(raw_dir: Path, window: Window) -> dict[Path, str]:
+    """Every batch file of the window -> its partition; the day's first batch must exist."""
+    paths: dict[Path, str] = {}
+    for key in window.keys:
+        first = path_for(raw_dir, key)
+        if not first.is_file():
+            raise RawInputError(first, key, "raw file is missing (no evidence was extracted for this day)")
+        for path in batch_paths(raw_dir, key):
+            if path != first and not BATCH_NAME.match(path.stem):
+                raise RawInputError(path, key, "a batch file is named <extraction_batch>.json (letters, digits, "
+                                               "'_', '.', '-')")
+            paths[path] = key
     return paths
 
 
@@ -89,8 +129,8 @@ def _mistyped(line: dict[str, Any]) -> str | None:
     return None
 
 
-def _explain_parse_failure(paths: dict[str, Path], error: Exception) -> RawInputError:
-    for key, path in paths.items():
+def _explain_parse_failure(paths: dict[Path, str], error: Exception) -> RawInputError:
+    for path, key in paths.items():
         data = path.read_bytes()
         try:
             text = data.decode("utf-8")
@@ -109,15 +149,16 @@ def _explain_parse_failure(paths: dict[str, Path], error: Exception) -> RawInput
             if bad:
                 return RawInputError(path, key, f"line {i} ({line.get('line_id')}): {bad}")
     # DuckDB's message names the file it could not read; blame that one, not the window's first.
-    named = [(k, p) for k, p in paths.items() if str(p) in str(error)]
-    key, path = named[0] if named else (None, None)
-    if key is None:
-        return RawInputError(Path(", ".join(str(p) for p in paths.values())), str(Window.of(min(paths), max(paths))),
+    named = [(p, k) for p, k in paths.items() if str(p) in str(error)]
+    if not named:
+        days = sorted(set(paths.values()))
+        return RawInputError(Path(", ".join(str(p) for p in paths)), str(Window.of(days[0], days[-1])),
                              f"DuckDB could not read the window's raw files: {error}")
+    path, key = named[0]
     return RawInputError(path, key, f"DuckDB could not read this raw file: {error}")
 
 
-def _manifest(path: Path, partition: str, text: str) -> dict[str, Any]:
+def _manifest(path: Path, partition: str, text: str, first: bool) -> dict[str, Any]:
     manifest = json.loads(text) if text else None
     if not isinstance(manifest, dict):
         raise RawInputError(path, partition, "manifest header is missing")
@@ -135,39 +176,73 @@ def _manifest(path: Path, partition: str, text: str) -> dict[str, Any]:
     mistyped = [c for c in CONTROL_NAMES if isinstance(controls[c], bool) or not isinstance(controls[c], (int, float))]
     if mistyped:
         raise RawInputError(path, partition, f"manifest controls {', '.join(mistyped)} are not numbers")
-    return manifest
+    for name in ("records", "source_high_sequence"):
+        if isinstance(manifest[name], bool) or not isinstance(manifest[name], int):
+            raise RawInputError(path, partition, f"manifest {name} {manifest[name]!r} is not an integer")
+    kind = "snapshot" if first else manifest.get("kind", "delta")
+    if kind not in ("delta", "snapshot"):
+        raise RawInputError(path, partition, f"manifest kind {kind!r} is neither 'delta' nor 'snapshot'")
+    if not first and str(manifest["extraction_batch"]) != path.stem:
+        raise RawInputError(path, partition, f"manifest extraction_batch {manifest['extraction_batch']!r} differs "
+                                             f"from the file name {path.name!r}")
+    return {**manifest, "kind": kind}
 
 
 def load_window(con: duckdb.DuckDBPyConnection, raw_dir: Path, window: Window) -> list[RawFile]:
-    """Fingerprint and parse the window's raw files into the scratch table candidate.raw_lines."""
+    """Fingerprint and parse every landing batch of the window into the scratch tables candidate.raw_lines
+    (one row per record, with its batch) and candidate.raw_batches (one row per batch)."""
     paths = _locate(raw_dir, window)
-    files = [str(p) for p in paths.values()]
+    files = [str(p) for p in paths]
     try:
         headers = dict(con.execute(sql.text("raw_manifests"), {"files": files}).fetchall())
         con.execute(f"create or replace table candidate.raw_lines as {sql.text('raw_lines')}", {"files": files})
     except duckdb.Error as exc:
         raise _explain_parse_failure(paths, exc) from exc
-    return [
-        RawFile(key, path, sha256_of(path), _manifest(path, key, headers.get(str(path), "")))
-        for key, path in paths.items()
-    ]
+    out = []
+    for path, key in paths.items():
+        first = path == path_for(raw_dir, key)
+        out.append(RawFile(key, path, sha256_of(path), _manifest(path, key, headers.get(str(path), ""), first)))
+    seen: dict[tuple[str, str], Path] = {}
+    for rf in out:
+        other = seen.setdefault((rf.partition, rf.batch_id), rf.path)
+        if other != rf.path:
+            raise RawInputError(rf.path, rf.partition, f"extraction_batch {rf.batch_id!r} is also {other}")
+    record_batches(con, out)
+    return out
+
+
+def record_batches(con: duckdb.DuckDBPyConnection, files: list[RawFile]) -> None:
+    """candidate.raw_batches: the window's batches as the merge reads them."""
+    con.execute("create or replace table candidate.raw_batches (partition_date date, batch_id varchar, file varchar, "
+                "kind varchar, source_high_sequence bigint, records bigint, controls varchar, extracted_at varchar, "
+                "sha256 varchar)")
+    con.executemany("insert into candidate.raw_batches values (?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+        (dt.date.fromisoformat(f.partition), f.batch_id, str(f.path), f.kind, f.high_sequence, f.manifest["records"],
+         json.dumps(f.controls), f.manifest.get("extracted_at"), f.sha256) for f in files])
 
 
 def _num(value: Any) -> float:
     return float(value) if value is not None else 0.0
 
 
+def target(files: list[RawFile]) -> dict[str, RawFile]:
+    """Per day, the batch whose controls the day reconciles to: the one with the highest source_high_sequence."""
+    out: dict[str, RawFile] = {}
+    for f in files:
+        if f.partition not in out or f.high_sequence > out[f.partition].high_sequence:
+            out[f.partition] = f
+    return out
+
+
 def profile(con: duckdb.DuckDBPyConnection, raw_files: list[RawFile]) -> tuple[dict[str, dict[str, Any]], list[Finding]]:
-    """Per partition figures of the loaded lines, and every shape or control mismatch found in them."""
+    """Per day figures of the merged evidence, and every shape, count, merge or control problem found in the
+    window's batches (each finding names the batch file that is wrong)."""
     cur = con.execute(sql.text("raw_profile"))
     names = [d[0] for d in cur.description]
     by_file = {row[0]: dict(zip(names, row)) for row in cur.fetchall()}
-    figures: dict[str, dict[str, Any]] = {}
     findings: list[Finding] = []
     for rf in raw_files:
         fig = by_file.get(str(rf.path), {"records": 0})
-        controls = [_num(fig.get(c)) for c in CONTROL_NAMES]
-        figures[rf.partition] = {"records": fig.get("records", 0), "controls": controls}
         gaps = [f"{fig[f'missing_{f}']} lines lack {f}" for f in REQUIRED_FIELDS if fig.get(f"missing_{f}")]
         if gaps:
             findings.append(Finding("raw_order_lines_required_fields_present", rf.partition, rf.path,
@@ -175,10 +250,31 @@ def profile(con: duckdb.DuckDBPyConnection, raw_files: list[RawFile]) -> tuple[d
         if fig.get("invalid_values"):
             findings.append(Finding("raw_order_lines_values_valid", rf.partition, rf.path,
                                     f"{fig['invalid_values']} lines hold invalid values, e.g. {fig['first_invalid']}"))
+        if fig.get("records", 0) != rf.manifest["records"]:
+            findings.append(Finding("raw_order_lines_match_manifest", rf.partition, rf.path,
+                                    f"manifest says records={rf.manifest['records']}, the batch holds "
+                                    f"{fig.get('records', 0)} lines"))
+    path_of = {(f.partition, f.batch_id): f.path for f in raw_files}
+    for day, line_id, sequence, batches in con.execute(sql.text("merge_conflicts")).fetchall():
+        files = [str(path_of.get((day.isoformat(), b), b)) for b in batches]
+        findings.append(Finding("raw_order_lines_merge_deterministic", day.isoformat(), Path(files[0]),
+                                f"line {line_id} at source_sequence {sequence} has different content in "
+                                f"{' and '.join(files) if len(files) > 1 else files[0] + ' (twice)'}: which one wins "
+                                "is not determined"))
+    con.execute(f"create or replace table candidate.merged_lines as {sql.text('merged_lines')}")
+    merged = {r[0].isoformat(): r[1:] for r in con.execute(sql.text("day_controls")).fetchall()}
+    figures: dict[str, dict[str, Any]] = {}
+    for day, rf in sorted(target(raw_files).items()):
+        got = merged.get(day)
+        controls = [_num(x) for x in got] if got else [0.0] * 6
+        day_files = [f for f in raw_files if f.partition == day]
+        figures[day] = {"records": sum(int(by_file.get(str(f.path), {}).get("records", 0)) for f in day_files),
+                        "controls": controls, "batches": [f.identity() for f in
+                                                          sorted(day_files, key=lambda f: f.high_sequence)]}
         expected = [float(x) for x in rf.controls]
-        if fig.get("records", 0) != rf.manifest["records"] or controls != expected:
+        if controls != expected:
             findings.append(Finding(
-                "raw_order_lines_match_manifest", rf.partition, rf.path,
-                f"manifest says records={rf.manifest['records']} controls={expected}, "
-                f"lines give records={fig.get('records', 0)} controls={controls}"))
+                "raw_order_lines_match_manifest", day, rf.path,
+                f"manifest says controls={expected} for the day as of batch {rf.batch_id}, the merged batches "
+                f"({len(day_files)}) give controls={controls}"))
     return figures, findings

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from atlasmart_assets import raw_files
@@ -20,6 +21,7 @@ from atlasmart_assets.warehouse.connection import LockStats, attach, transaction
 FILE_READABLE = "raw_order_lines_file_readable"
 REQUIRED_FIELDS = "raw_order_lines_required_fields_present"
 VALUES_VALID = "raw_order_lines_values_valid"
+MERGE_DETERMINISTIC = "raw_order_lines_merge_deterministic"
 MATCH_MANIFEST = "raw_order_lines_match_manifest"
 SHA_UNCHANGED = "raw_order_lines_sha256_unchanged"
 
@@ -29,9 +31,12 @@ CHECKS = {
                      "silently becomes nulls (blocking).",
     VALUES_VALID: "Integers are integers (not \"2\" or 2.0), money has at most two decimals, quantity is positive "
                   "(returns arrive as retractions) and every event_time lies on its partition's day (blocking).",
-    MATCH_MANIFEST: "Records and the six controls computed from the lines equal the manifest's (blocking).",
-    SHA_UNCHANGED: "Each raw file's sha256 equals the one first loaded for its partition: raw is never rewritten "
-                   "in place (blocking).",
+    MATCH_MANIFEST: "Each batch's records equal its lines, and the day's merged batches give the controls of its "
+                    "latest batch (the one with the highest source_high_sequence) (blocking).",
+    MERGE_DETERMINISTIC: "No line_id has two records with the same source_sequence and different content, within or "
+                         "across a day's batches: the merge never depends on read order (blocking).",
+    SHA_UNCHANGED: "Each landing batch's sha256 equals the one first loaded, and no loaded batch has vanished: "
+                   "raw is never rewritten in place (blocking).",
 }
 
 
@@ -44,14 +49,22 @@ class RawLoad:
     stats: LockStats
 
 
-def _immutability(files: list[RawFile], first_seen: dict[str, dict[str, Any]]) -> list[Finding]:
-    return [
+def _immutability(files: list[RawFile], first_seen: dict[tuple[str, str], dict[str, Any]]) -> list[Finding]:
+    found = {(f.partition, f.batch_id): f for f in files}
+    out = [
         Finding(SHA_UNCHANGED, f.partition, f.path,
-                f"sha256 {f.sha256[:12]}… differs from {first_seen[f.partition]['sha256'][:12]}… first loaded by run "
-                f"{first_seen[f.partition]['first_run_id']}: raw is never rewritten in place; deliver a new "
-                "extraction as a new batch")
-        for f in files if f.partition in first_seen and first_seen[f.partition]["sha256"] != f.sha256
+                f"batch {f.batch_id}: sha256 {f.sha256[:12]}… differs from {seen['sha256'][:12]}… first loaded by run "
+                f"{seen['first_run_id']}: raw is never rewritten in place; deliver a new extraction as a new batch "
+                f"(raw/partition={f.partition}/<extraction_batch>.json)")
+        for key, f in found.items() for seen in [first_seen.get(key)] if seen and seen["sha256"] != f.sha256
     ]
+    out += [
+        Finding(SHA_UNCHANGED, day, Path(seen["file"]),
+                f"batch {batch} (first loaded by run {seen['first_run_id']}) has vanished: a loaded batch is never "
+                "removed; restore the file")
+        for (day, batch), seen in sorted(first_seen.items()) if (day, batch) not in found
+    ]
+    return out
 
 
 def _audits(findings: list[Finding], files: list[RawFile]) -> list[Audit]:
@@ -79,32 +92,35 @@ def load(wh: Warehouse, scope: RunScope, threads: int | None = None) -> RawLoad:
     finally:
         con.close()
     with wh.reader(stats=stats) as rcon:
-        first_seen = ledger.raw_manifests(rcon, scope.window)
+        first_seen = ledger.loaded_batches(rcon, scope.window)
     findings += _immutability(files, first_seen)
     audits = _audits(findings, files)
     if any(a.blocks for a in audits):
         return RawLoad(audits, files, figures, [], stats)
-    # Raw is immutable: a partition whose identical file is already fully loaded needs no second copy.
-    to_load = [f.partition for f in files
-               if f.partition not in first_seen or first_seen[f.partition]["loaded_rows"] != f.manifest["records"]]
+    # Raw is immutable: a batch whose identical file is already fully loaded needs no second copy.
+    to_load = [f for f in files if (f.partition, f.batch_id) not in first_seen
+               or first_seen[(f.partition, f.batch_id)]["loaded_rows"] != f.manifest["records"]]
     if to_load:
         with wh.writer(stats) as wcon:
             attach(wcon, wh.scratch_path(run_id), "s")
-            wcon.execute("create or replace temp table loading (partition_date date)")
-            wcon.executemany("insert into loading values (?)", [(dt.date.fromisoformat(p),) for p in to_load])
+            wcon.execute("create or replace temp table loading (partition_date date, extraction_batch varchar)")
+            wcon.executemany("insert into loading values (?, ?)",
+                             [(dt.date.fromisoformat(f.partition), f.batch_id) for f in to_load])
             with transaction(wcon):
-                wcon.execute("delete from raw.order_lines where partition_date in (select partition_date from loading)")
+                wcon.execute("delete from raw.order_lines r using loading l where r.partition_date = l.partition_date "
+                             "and r.extraction_batch = l.extraction_batch")
                 wcon.execute(
-                    "insert into raw.order_lines select partition_date, line_id, order_id, customer_id, sku, quantity, "
-                    "unit_price, unit_cost, event_time, source_sequence, extraction_batch from s.candidate.raw_lines "
-                    "where partition_date in (select partition_date from loading)")
-                ledger.record_manifests(wcon, [_manifest_row(f, run_id) for f in files])
-    return RawLoad(audits, files, figures, to_load, stats)
+                    "insert into raw.order_lines (partition_date, line_id, order_id, customer_id, sku, quantity, "
+                    "unit_price, unit_cost, event_time, source_sequence, extraction_batch, op) "
+                    "select c.partition_date, line_id, order_id, customer_id, sku, quantity, unit_price, unit_cost, "
+                    "event_time, source_sequence, c.extraction_batch, op from s.candidate.raw_lines c "
+                    "semi join loading l on c.partition_date = l.partition_date "
+                    "and c.extraction_batch = l.extraction_batch")
+                ledger.record_batches(wcon, [_batch_row(f, run_id) for f in to_load])
+    return RawLoad(audits, files, figures, sorted({f.partition for f in to_load}), stats)
 
 
-def _manifest_row(f: RawFile, run_id: str) -> dict[str, Any]:
-    m = f.manifest
-    return {"partition_date": f.partition, "file": str(f.path), "sha256": f.sha256, "source": m["source"],
-            "schema_version": m["schema_version"], "extraction_batch": m["extraction_batch"],
-            "extracted_at": m.get("extracted_at"), "source_high_sequence": m["source_high_sequence"],
-            "records": m["records"], "controls": json.dumps(f.controls), "run_id": run_id}
+def _batch_row(f: RawFile, run_id: str) -> dict[str, Any]:
+    return {"partition_date": f.partition, "batch_id": f.batch_id, "file": str(f.path), "sha256": f.sha256,
+            "kind": f.kind, "source_high_sequence": f.high_sequence, "extracted_at": f.manifest.get("extracted_at"),
+            "records": f.manifest["records"], "controls": json.dumps(f.controls), "run_id": run_id}

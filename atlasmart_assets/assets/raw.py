@@ -7,7 +7,7 @@ import dagster as dg
 
 from atlasmart_assets import raw_load
 from atlasmart_assets.assets.common import BACKFILL_POLICY, CODE_VERSION, KINDS, check_result, refuse
-from atlasmart_assets.contract import OWNERS, RAW_CUSTOMERS, RAW_ORDER_LINES
+from atlasmart_assets.contract import CONTROL_NAMES, OWNERS, RAW_CUSTOMERS, RAW_ORDER_LINES
 from atlasmart_assets.partitions import daily_partitions
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import scope_of_context
@@ -36,16 +36,21 @@ def raw_order_lines(context: dg.AssetExecutionContext,
     loaded = raw_load.load(warehouse, scope, threads)
     yield from (check_result(a) for a in loaded.audits)
     refuse(str(scope.window), loaded.audits)
+    for day, fig in sorted(loaded.figures.items()):
+        batches = fig["batches"]
+        context.add_asset_metadata({
+            "dagster/row_count": int(fig["records"]),
+            "controls": dg.MetadataValue.json(dict(zip(CONTROL_NAMES, fig["controls"]))),
+            "batches": dg.MetadataValue.md("\n".join(
+                f"- `{b['batch']}` ({b['kind']}, high sequence {b['source_high_sequence']}, sha256 "
+                f"`{b['sha256'][:12]}`)" for b in batches)),
+            "source_high_sequence": max(b["source_high_sequence"] for b in batches),
+            "as_of": batches[-1].get("extracted_at") or "",
+        }, partition_key=day)
     yield dg.MaterializeResult(metadata={
         "window": str(scope.window),
-        "dagster/row_count": sum(int(fig["records"]) for fig in loaded.figures.values()),
         "partitions_loaded": len(loaded.loaded),
-        "partitions_already_loaded": len(loaded.files) - len(loaded.loaded),
-        "per_partition": dg.MetadataValue.json({
-            f.partition: {"records": loaded.figures[f.partition]["records"],
-                          "controls": loaded.figures[f.partition]["controls"],
-                          "sha256": f.sha256, "source_high_sequence": f.manifest["source_high_sequence"]}
-            for f in loaded.files}),
+        "batches_read": len(loaded.files),
         "code_version": CODE_VERSION,
         **loaded.stats.figures(),
     })

@@ -14,7 +14,7 @@ with docs as (
         maximum_object_size = 67108864,
         columns = {
             manifest: 'struct(partition varchar, extraction_batch varchar)',
-            lines: 'struct(line_id varchar, order_id varchar, customer_id varchar, sku varchar, quantity json, unit_price json, unit_cost json, event_time timestamptz, source_sequence json)[]'
+            lines: 'struct(op varchar, line_id varchar, order_id varchar, customer_id varchar, sku varchar, quantity json, unit_price json, unit_cost json, event_time timestamptz, source_sequence json)[]'
         }
     )
 ),
@@ -24,6 +24,7 @@ typed as (
         docs.filename as file,
         cast(docs.manifest.partition as date) as partition_date,
         docs.manifest.extraction_batch as extraction_batch,
+        coalesce(line.op, 'upsert') as op,
         line.line_id,
         line.order_id,
         line.customer_id,
@@ -53,6 +54,7 @@ final as (
         file,
         partition_date,
         extraction_batch,
+        op,
         line_id,
         order_id,
         customer_id,
@@ -65,6 +67,8 @@ final as (
         nullif(concat_ws('; ',
             case when quantity_json is not null and json_type(quantity_json) <> 'NULL' and not quantity_ok
                 then 'quantity ' || cast(quantity_json as varchar) || ' is not an integer' end,
+            case when op not in ('upsert', 'delete')
+                then 'op ' || op || ' is neither upsert nor delete' end,
             case when quantity_ok and cast(quantity_json as bigint) <= 0
                 then 'quantity ' || cast(quantity_json as varchar) || ' is not positive (a return arrives as a retraction)' end,
             case when sequence_json is not null and json_type(sequence_json) <> 'NULL' and not sequence_ok

@@ -1,17 +1,12 @@
--- One row per line id and day: the latest source sequence wins, joined to the customer version valid at order time.
-with lines as (
-    select * from candidate.raw_lines
+-- One row per line id and day of the merged evidence (candidate.merged_lines), joined to the customer version
+-- valid at order time.
+with latest as (
+    select * from candidate.merged_lines
     where partition_date between $start and $end
 ),
 
 customers as (
     select * from candidate.customers
-),
-
-latest as (
-    select *
-    from lines
-    qualify row_number() over (partition by partition_date, line_id order by source_sequence desc) = 1
 ),
 
 orders as (

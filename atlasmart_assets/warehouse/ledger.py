@@ -62,6 +62,8 @@ class DayCandidate:
     extract_json: str
     input_sha256: str | None = None
     source_high_sequence: int | None = None
+    input_batches: tuple[dict[str, Any], ...] = ()
+    as_of: str | None = None
 
 
 @dataclass(frozen=True)
@@ -96,46 +98,55 @@ def latest_publication_id(con: duckdb.DuckDBPyConnection) -> str | None:
     return row[0] if row else None
 
 
-def raw_manifests(con: duckdb.DuckDBPyConnection, window: Window) -> dict[str, dict[str, Any]]:
-    """First-seen manifest of each loaded partition, with the rows raw.order_lines holds for it now."""
+def loaded_batches(con: duckdb.DuckDBPyConnection, window: Window) -> dict[tuple[str, str], dict[str, Any]]:
+    """Each landing batch of the window as first loaded, with the rows raw.order_lines holds for it now."""
     cur = con.execute(
-        "select m.*, coalesce(n.rows, 0) as loaded_rows from raw.manifests m left join ("
-        " select partition_date, count(*) as rows from raw.order_lines"
-        " where partition_date between $start and $end group by 1) n using (partition_date)"
-        " where m.partition_date between $start and $end", window.params)
+        "select b.*, coalesce(n.rows, 0) as loaded_rows from raw.batches b left join ("
+        " select partition_date, extraction_batch, count(*) as rows from raw.order_lines"
+        " where partition_date between $start and $end group by 1, 2) n"
+        " on n.partition_date = b.partition_date and n.extraction_batch = b.batch_id"
+        " where b.partition_date between $start and $end", window.params)
     names = [d[0] for d in cur.description]
-    return {row[0].isoformat(): dict(zip(names, row)) for row in cur.fetchall()}
+    return {(row[0].isoformat(), row[1]): dict(zip(names, row)) for row in cur.fetchall()}
 
 
-def record_manifests(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]]) -> None:
-    """First sighting of each raw file: the sha256 every later load must match."""
+def record_batches(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]]) -> None:
+    """First sighting of each landing batch: the sha256 every later load must match."""
     for r in rows:
         con.execute(
-            "insert into raw.manifests values ($partition_date, $file, $sha256, $source, $schema_version, "
-            "$extraction_batch, $extracted_at, $source_high_sequence, $records, $controls, now(), $run_id) "
-            "on conflict do nothing", r)
+            "insert into raw.batches values ($partition_date, $batch_id, $file, $sha256, $kind, $source_high_sequence, "
+            "$extracted_at, $records, $controls, now(), $run_id) on conflict do nothing", r)
+
+
+LEDGER_INSERT = (
+    "insert into audit.publications (seq, publication_id, partition_date, kind, published_at, run_id, backfill_id, "
+    "reason, fence_override, code_version, input_sha256, source_high_sequence, prev_publication_id, restored_from, "
+    "rows_before, rows_after, controls_before, controls_after, sha256_before, sha256_after, changed, extract_json, "
+    "input_batches, as_of, accept_shrink) values (nextval('audit.publication_seq'), $pub, $partition, $kind, now(), "
+    "$run_id, $backfill_id, $reason, $override, $code, $input_sha, $high_seq, $prev, $restored, $rows_before, "
+    "$rows_after, $controls_before, $controls_after, $sha_before, $sha_after, $changed, $extract, $batches, $as_of, "
+    "$accept_shrink)"
+)
 
 
 def write_rows(con: duckdb.DuckDBPyConnection, pub_id: str, kind: str, run: RunInfo, code_version: str,
                before: dict[str, Current], after: dict[str, DayCandidate], restored: dict[str, str]) -> None:
     for partition, cand in sorted(after.items()):
         prev = before.get(partition)
-        con.execute(
-            "insert into audit.publications values (nextval('audit.publication_seq'), $pub, $partition, $kind, "
-            "now(), $run_id, $backfill_id, $reason, $override, $code, $input_sha, $high_seq, $prev, $restored, "
-            "$rows_before, $rows_after, $controls_before, $controls_after, $sha_before, $sha_after, $changed, $extract)",
-            {
-                "pub": pub_id, "partition": dt.date.fromisoformat(partition), "kind": kind,
-                "run_id": run.run_id, "backfill_id": run.backfill_id, "reason": run.reason,
-                "override": run.fence_override, "code": code_version, "input_sha": cand.input_sha256,
-                "high_seq": cand.source_high_sequence, "prev": prev.publication_id if prev else None,
-                "restored": restored.get(partition),
-                "rows_before": prev.rows if prev else None, "rows_after": cand.rows,
-                "controls_before": json.dumps(prev.controls) if prev else None,
-                "controls_after": json.dumps(cand.controls),
-                "sha_before": prev.sha256 if prev else None, "sha_after": cand.sha256,
-                "changed": prev is None or prev.sha256 != cand.sha256, "extract": cand.extract_json,
-            })
+        con.execute(LEDGER_INSERT, {
+            "pub": pub_id, "partition": dt.date.fromisoformat(partition), "kind": kind,
+            "run_id": run.run_id, "backfill_id": run.backfill_id, "reason": run.reason,
+            "override": run.fence_override, "code": code_version, "input_sha": cand.input_sha256,
+            "high_seq": cand.source_high_sequence, "prev": prev.publication_id if prev else None,
+            "restored": restored.get(partition),
+            "rows_before": prev.rows if prev else None, "rows_after": cand.rows,
+            "controls_before": json.dumps(prev.controls) if prev else None,
+            "controls_after": json.dumps(cand.controls),
+            "sha_before": prev.sha256 if prev else None, "sha_after": cand.sha256,
+            "changed": prev is None or prev.sha256 != cand.sha256, "extract": cand.extract_json,
+            "batches": json.dumps(list(cand.input_batches)) if cand.input_batches else None, "as_of": cand.as_of,
+            "accept_shrink": run.accept_shrink,
+        })
 
 
 def versions_table(con: duckdb.DuckDBPyConnection, name: str, versions: dict[str, str]) -> None:

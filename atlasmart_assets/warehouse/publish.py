@@ -98,7 +98,8 @@ def restore_candidates(wh: Warehouse, scratch: Path, window: Window,
         ledger.versions_table(con, "targets", targets)
         rows = con.execute(
             "select partition_date, publication_id, rows_after, controls_after, sha256_after, extract_json, "
-            "input_sha256, source_high_sequence from audit.publications join targets using (partition_date, publication_id)"
+            "input_sha256, source_high_sequence, input_batches, as_of from audit.publications "
+            "join targets using (partition_date, publication_id)"
         ).fetchall()
         found = {r[0].isoformat(): r for r in rows}
         unknown = sorted(p for p in targets if p not in found)
@@ -115,6 +116,7 @@ def restore_candidates(wh: Warehouse, scratch: Path, window: Window,
         for layer in ledger.LAYERS:
             con.execute(f"create or replace table s.{layer.candidate} as select h.* exclude (publication_id) "
                         f"from {layer.history} h join targets using (partition_date, publication_id)")
-        after = {p: DayCandidate(p, r[2], json.loads(r[3]), r[4], r[5], r[6], r[7])
+        after = {p: DayCandidate(p, r[2], json.loads(r[3]), r[4], r[5], r[6], r[7],
+                                 tuple(json.loads(r[8])) if r[8] else (), r[9])
                  for p, r in found.items()}
         return after, targets, now

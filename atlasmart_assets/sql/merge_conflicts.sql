@@ -1,0 +1,20 @@
+-- Records that make the merge non-deterministic: the same line_id and source_sequence with different content,
+-- in one batch or across batches of a day (which one would win is not determined).
+with lines as (
+    select * from candidate.raw_lines
+),
+
+final as (
+    select
+        partition_date,
+        line_id,
+        source_sequence,
+        list(distinct extraction_batch order by extraction_batch) as batches
+    from lines
+    where line_id is not null and source_sequence is not null
+    group by partition_date, line_id, source_sequence
+    having count(distinct md5(concat_ws('|', op, order_id, customer_id, sku, quantity, unit_price, unit_cost,
+                                        event_time))) > 1
+)
+
+select * from final order by partition_date, line_id

@@ -1,0 +1,133 @@
+"""New evidence for a published day: immutable landing batches (late delta, snapshot re-extraction), corrected
+by a backfill of that day alone, with stale days shown before and cleared after."""
+
+import datetime as dt
+import json
+
+import pytest
+
+from atlasmart_assets import cli, evidence, extracts, generate
+from atlasmart_assets.lab import run_chain
+from atlasmart_tests import state
+
+DAY = "2026-09-18"
+BF = {"dagster/backfill": "bf-late", "atlasmart/reason": "late batch from the OMS"}
+
+
+def _publish_history(instance) -> None:  # noqa: ANN001
+    assert run_chain(instance, "2026-09-17", "2026-09-20").success
+    assert run_chain(instance, "2026-09-21").success
+
+
+def _stale(capsys) -> list[dict]:  # noqa: ANN001
+    capsys.readouterr()
+    assert cli.main(["stale", "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _ledger(cfg, day: str) -> list[tuple]:  # noqa: ANN001
+    return state.table_rows(cfg, "(select partition_date::varchar as d, seq, kind, backfill_id, input_batches, as_of "
+                                 "from audit.publications)", f"d = '{day}'")
+
+
+def _failure_text(result) -> str:  # noqa: ANN001
+    texts = []
+    for event in result.get_step_failure_events():
+        data = event.step_failure_data
+        texts.append((data.user_failure_data.description if data.user_failure_data else "") or "")
+        texts.append(data.error.message if data.error else "")
+    return " ".join(texts)
+
+
+def test_a_late_delta_is_corrected_by_a_backfill_of_that_day_alone(env, instance, capsys) -> None:
+    _publish_history(instance)
+    assert _stale(capsys) == [], "nothing is stale before new evidence arrives"
+    before = state.files(env.published_dir)
+    path = generate.late_delta(env.raw_dir, dt.date.fromisoformat(DAY), "B-2026-09-18-02", new=2, restate=1, retract=1)
+    manifest = json.loads(path.read_text())["manifest"]
+
+    stale = _stale(capsys)
+    assert [s["partition"] for s in stale] == [DAY], "exactly the day with a new batch is stale"
+    assert stale[0]["reasons"] == ["new batch B-2026-09-18-02"]
+
+    result = run_chain(instance, DAY, DAY, BF)
+    assert result.success, _failure_text(result)
+    doc = extracts.read(env, DAY)
+    expected = [manifest["controls"][c] for c in extracts.CONTROL_NAMES]
+    assert doc["controls"] == expected, "published controls equal the latest batch's"
+    oracle = evidence.merge(generate.read_batches(env.raw_dir, dt.date.fromisoformat(DAY)))
+    fact_ids = {r[1] for r in state.table_rows(env, "fact.fct_order_lines", f"partition_date = '{DAY}'")}
+    assert fact_ids == set(oracle), "the fact holds exactly the merged evidence's line ids"
+    assert [b["batch"] for b in doc["input"]["batches"]] == ["B-2026-09-18-01", "B-2026-09-18-02"]
+    assert doc["input"]["as_of"] == manifest["extracted_at"]
+    after = state.files(env.published_dir)
+    assert {k: v for k, v in after.items() if DAY not in k} == {k: v for k, v in before.items() if DAY not in k}, \
+        "neighbours and the newest day are byte-identical"
+    rows = _ledger(env, DAY)
+    assert rows[-1][3] == "bf-late" and "B-2026-09-18-02" in rows[-1][4] and rows[-1][5] == manifest["extracted_at"]
+    assert _stale(capsys) == [], "the backfill cleared the stale day"
+
+    content = state.content(env)
+    assert run_chain(instance, DAY, DAY, {**BF, "dagster/backfill": "bf-late-again"}).success
+    assert state.content(env) == content, "a re-run with the same batches changes nothing"
+    assert extracts.read(env, DAY)["sha256"] == doc["sha256"]
+
+
+def test_a_snapshot_retracts_what_it_leaves_out_and_a_big_shrink_is_a_decision(env, instance, capsys) -> None:
+    _publish_history(instance)
+    day = dt.date.fromisoformat(DAY)
+    rows_before = extracts.read(env, DAY)["controls"][0]
+    generate.late_snapshot(env.raw_dir, day, "B-2026-09-18-S1", drop=4)  # 12 -> 8 lines: a 33 % shrink
+    before = state.snapshot(env)
+    refused = run_chain(instance, DAY, DAY, BF)
+    assert not refused.success and "atlasmart/accept_shrink" in _failure_text(refused)
+    assert state.snapshot(env) == before, "a refused shrink moves nothing"
+
+    accepted = run_chain(instance, DAY, DAY, {**BF, "atlasmart/accept_shrink": "source purged 4 test orders"})
+    assert accepted.success, _failure_text(accepted)
+    assert extracts.read(env, DAY)["controls"][0] == rows_before - 4
+    oracle = evidence.merge(generate.read_batches(env.raw_dir, day))
+    assert len(oracle) == rows_before - 4
+    [row] = state.table_rows(env, "(select partition_date::varchar as d, accept_shrink, seq from audit.publications)",
+                             f"d = '{DAY}' and accept_shrink is not null")
+    assert row[1] == "source purged 4 test orders", "the decision is recorded in the ledger"
+
+
+def test_a_tie_between_batches_is_refused_naming_both_files(env, instance) -> None:
+    _publish_history(instance)
+    day = dt.date.fromisoformat(DAY)
+    first = json.loads((env.raw_dir / f"partition={DAY}.json").read_text())["lines"][0]
+    path = generate.write_batch(env.raw_dir, day, "B-2026-09-18-T", [{**first, "unit_price": first["unit_price"] + 1}])
+    before = state.snapshot(env)
+    result = run_chain(instance, DAY, DAY, BF)
+    text = _failure_text(result)
+    assert not result.success and "raw_order_lines_merge_deterministic" in text
+    assert str(path) in text and f"partition={DAY}.json" in text, text
+    assert state.snapshot(env) == before
+
+
+@pytest.mark.parametrize("tamper", ["change", "delete"])
+def test_a_changed_or_vanished_batch_is_refused(env, instance, tamper) -> None:
+    _publish_history(instance)
+    path = generate.late_delta(env.raw_dir, dt.date.fromisoformat(DAY), "B-2026-09-18-02")
+    assert run_chain(instance, DAY, DAY, BF).success
+    before = state.snapshot(env)
+    if tamper == "change":
+        path.write_text(path.read_text().replace('"records"', ' "records"'))
+    else:
+        path.unlink()
+    result = run_chain(instance, DAY, DAY, {**BF, "dagster/backfill": "bf-tampered"})
+    text = _failure_text(result)
+    assert not result.success and "raw_order_lines_sha256_unchanged" in text
+    assert ("never rewritten in place" if tamper == "change" else "has vanished") in text, text
+    assert state.snapshot(env) == before
+
+
+def test_the_current_lane_picks_up_a_new_batch_for_the_newest_day(env, instance) -> None:
+    _publish_history(instance)
+    newest = "2026-09-21"
+    path = generate.late_delta(env.raw_dir, dt.date.fromisoformat(newest), "B-2026-09-21-02", new=1, restate=0,
+                               retract=0)
+    assert run_chain(instance, newest).success
+    manifest = json.loads(path.read_text())["manifest"]
+    assert extracts.read(env, newest)["controls"] == [manifest["controls"][c] for c in extracts.CONTROL_NAMES]
