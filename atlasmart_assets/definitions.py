@@ -6,7 +6,7 @@ import dagster as dg
 
 from atlasmart_assets.assets.graph import ASSETS
 from atlasmart_assets.checks.published import fct_order_lines_line_id_unique, revenue_daily_totals_match_fact
-from atlasmart_assets.jobs import daily_job, plan_job, rollback_job
+from atlasmart_assets.jobs import daily_job, observe_landing_job, observe_landing_schedule, plan_job, rollback_job
 from atlasmart_assets.recovery import recover_on_load
 from atlasmart_assets.resources import WAREHOUSE_KEY, warehouse_resource
 from atlasmart_assets.schedules import daily_schedule
@@ -19,8 +19,8 @@ recover_on_load(warehouse)
 defs = dg.Definitions(
     assets=ASSETS,
     asset_checks=[fct_order_lines_line_id_unique, revenue_daily_totals_match_fact],
-    jobs=[daily_job, rollback_job, plan_job, slo_report],
-    schedules=[daily_schedule],
+    jobs=[daily_job, rollback_job, plan_job, slo_report, observe_landing_job],
+    schedules=[daily_schedule, observe_landing_schedule],
     sensors=sensors,
     resources={WAREHOUSE_KEY: warehouse, **slack_resources},
     executor=dg.in_process_executor,

@@ -18,6 +18,18 @@ daily_job = dg.define_asset_job(
 )
 
 
+observe_landing_job = dg.define_asset_job(
+    "observe_landing_batches", selection=dg.AssetSelection.assets(["raw", "landing_batches"]),
+    description="Observe the landing batches on disk: a day with a new batch gets a new data version.",
+)
+
+observe_landing_schedule = dg.ScheduleDefinition(
+    name="atlasmart_observe_landing_batches", job=observe_landing_job, cron_schedule="*/10 * * * *",
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+    description="Every 10 minutes: new landing batches show as 'upstream changed' on the days they touch.",
+)
+
+
 class RollbackConfig(dg.Config):
     start: str
     end: str | None = None

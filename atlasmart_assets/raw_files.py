@@ -95,6 +95,16 @@ def batch_paths(raw_dir: Path, partition: str) -> list[Path]:
     return [path_for(raw_dir, partition), *later_batches(raw_dir, partition)]
 
 
+def batch_set_version(raw_dir: Path, partition: str) -> str | None:
+    """A version of the day's batch set on disk (names and sizes: batches are immutable, so a new version means a
+    new batch); None when the day has no evidence."""
+    paths = [p for p in batch_paths(raw_dir, partition) if p.is_file()]
+    if not paths:
+        return None
+    digest = hashlib.sha256("\n".join(f"{p.name}:{p.stat().st_size}" for p in paths).encode()).hexdigest()
+    return f"{len(paths)}-{digest[:16]}"
+
+
 def _locate(raw_dir: Path, window: Window) -> dict[Path, str]:
     """Every batch file of the window -> its partition; the day's first batch must exist."""
     paths: dict[Path, str] = {}

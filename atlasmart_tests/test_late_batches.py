@@ -131,3 +131,20 @@ def test_the_current_lane_picks_up_a_new_batch_for_the_newest_day(env, instance)
     assert run_chain(instance, newest).success
     manifest = json.loads(path.read_text())["manifest"]
     assert extracts.read(env, newest)["controls"] == [manifest["controls"][c] for c in extracts.CONTROL_NAMES]
+
+
+def _observed_versions(instance) -> dict[str, str]:  # noqa: ANN001
+    from atlasmart_assets.definitions import defs
+
+    result = defs.resolve_job_def("observe_landing_batches").execute_in_process(instance=instance)
+    assert result.success
+    return {e.partition: e.event_specific_data.asset_observation.tags["dagster/data_version"]
+            for e in result.get_asset_observation_events()}
+
+
+def test_the_ui_sees_a_new_batch_as_a_new_data_version_of_that_day_only(env, instance) -> None:
+    before = _observed_versions(instance)
+    assert DAY in before and "2026-09-21" in before
+    generate.late_delta(env.raw_dir, dt.date.fromisoformat(DAY), "B-2026-09-18-02")
+    after = _observed_versions(instance)
+    assert [d for d in after if after[d] != before.get(d)] == [DAY]

@@ -5,12 +5,25 @@ from typing import Iterator
 
 import dagster as dg
 
-from atlasmart_assets import raw_load
+from atlasmart_assets import raw_files, raw_load
 from atlasmart_assets.assets.common import BACKFILL_POLICY, CODE_VERSION, KINDS, check_result, refuse
 from atlasmart_assets.contract import CONTROL_NAMES, OWNERS, RAW_CUSTOMERS, RAW_ORDER_LINES
 from atlasmart_assets.partitions import daily_partitions
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import scope_of_context
+
+@dg.observable_source_asset(
+    key=["raw", "landing_batches"], group_name="raw", partitions_def=daily_partitions, owners=OWNERS,
+    required_resource_keys={"warehouse"},
+    description="The landing batches on disk per day (raw/partition=D.json and raw/partition=D/*.json). Its data "
+                "version per day changes when a batch arrives, so the UI marks downstream days 'upstream changed'.",
+)
+def landing_batches(context: dg.AssetExecutionContext) -> dg.DataVersionsByPartition:
+    raw_dir = context.resources.warehouse.settings.raw_dir
+    return dg.DataVersionsByPartition({
+        day: version for day in daily_partitions.get_partition_keys()
+        for version in [raw_files.batch_set_version(raw_dir, day)] if version})
+
 
 customers = dg.AssetSpec(
     key=list(RAW_CUSTOMERS), group_name="raw", kinds={"json"}, owners=OWNERS,
@@ -21,7 +34,7 @@ customers = dg.AssetSpec(
 
 @dg.asset(
     key=list(RAW_ORDER_LINES), group_name="raw", partitions_def=daily_partitions, backfill_policy=BACKFILL_POLICY,
-    code_version=CODE_VERSION, kinds=KINDS, owners=OWNERS,
+    code_version=CODE_VERSION, kinds=KINDS, owners=OWNERS, deps=[landing_batches],
     check_specs=[dg.AssetCheckSpec(name, asset=list(RAW_ORDER_LINES), blocking=True, description=text)
                  for name, text in raw_load.CHECKS.items()],
     metadata={"dagster/table_name": "raw.order_lines"},
