@@ -43,8 +43,16 @@ def unique_across_days(check: str, asset: tuple[str, ...], collisions: dict[str,
     return Audit(check, asset, not bad, ERROR, text, {"line_ids_on_other_days": bad})
 
 
+def no_suppressed_keys(check: str, asset: tuple[str, ...], counts: dict[str, int]) -> Audit:
+    """No line of a deletion request's subject is in the candidate."""
+    bad = {d: n for d, n in counts.items() if n}
+    text = "no line of a deletion request's subject" if not bad else f"lines of a suppressed subject: {bad}"
+    return Audit(check, asset, not bad, ERROR, text, {"suppressed_lines_present": bad})
+
+
 def controls_match(check: str, asset: tuple[str, ...], candidate: dict[str, list[float]],
-                   expected: dict[str, list[float]], expected_label: str) -> Audit:
+                   expected: dict[str, list[float]], expected_label: str,
+                   extra: dict[str, Any] | None = None) -> Audit:
     """Candidate controls equal the expected ones for every partition of the window."""
     mismatches = {}
     for day in sorted(set(candidate) | set(expected)):
@@ -53,7 +61,8 @@ def controls_match(check: str, asset: tuple[str, ...], candidate: dict[str, list
             mismatches[day] = {"candidate": got, expected_label: want}
     text = (f"controls {list(CONTROL_NAMES)} equal {expected_label} for {len(candidate)} partitions" if not mismatches
             else f"controls differ from {expected_label}: {mismatches}")
-    return Audit(check, asset, not mismatches, ERROR, text, {"mismatches": mismatches, "partitions": len(candidate)})
+    return Audit(check, asset, not mismatches, ERROR, text,
+                 {"mismatches": mismatches, "partitions": len(candidate), **(extra or {})})
 
 
 def _deltas(candidate: dict[str, int], published: dict[str, int]) -> dict[str, dict[str, Any]]:

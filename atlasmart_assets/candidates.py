@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 import duckdb
+import pandas as pd
 
 from atlasmart_assets import extracts, sql
 from atlasmart_assets.contract import CONTROL_NAMES
@@ -67,11 +68,34 @@ def evidence(con: duckdb.DuckDBPyConnection, window: Window) -> dict[str, Eviden
             for day, batch_rows in out.items()}
 
 
-def build_staged(con: duckdb.DuckDBPyConnection, customers_file: str, window: Window) -> None:
-    """candidate.staged_order_lines for the window, from candidate.raw_lines and the SCD2 customer file."""
-    con.execute(f"create or replace table candidate.customers as {sql.text('customers')}", {"file": customers_file})
+def build_staged(con: duckdb.DuckDBPyConnection, customers: pd.DataFrame, deletion_keys: pd.DataFrame,
+                 window: Window) -> None:
+    """candidate.staged_order_lines for the window: the merged evidence less what deletion requests suppress,
+    joined to the customer dimension in force (SCD2, version valid at order time)."""
+    con.register("customers_in_force", customers)
+    con.register("deletion_keys_in_force", deletion_keys)
+    try:
+        con.execute("create or replace table candidate.customers as select cast(customer_id as varchar) as customer_id, "
+                    "cast(country as varchar) as country, cast(tier as varchar) as tier, "
+                    "cast(valid_from as timestamp) as valid_from, cast(valid_to as timestamp) as valid_to "
+                    "from customers_in_force")
+        con.execute("create or replace table candidate.deletion_keys as select cast(request_id as varchar) as "
+                    "request_id, cast(customer_id as varchar) as customer_id, cast(line_id as varchar) as line_id "
+                    "from deletion_keys_in_force")
+    finally:
+        con.unregister("customers_in_force")
+        con.unregister("deletion_keys_in_force")
+    con.execute(f"create or replace table candidate.suppressed_lines as {sql.text('suppressed_lines')}", window.params)
     con.execute(f"create or replace table candidate.staged_order_lines as {sql.text('staged_order_lines')}",
                 window.params)
+
+
+def suppressed(con: duckdb.DuckDBPyConnection, window: Window) -> dict[str, dict[str, Any]]:
+    """Per day: the controls the suppressed lines take out, and the requests that suppressed them."""
+    out = {}
+    for row in con.execute(sql.text("suppressed_controls"), window.params).fetchall():
+        out[row[0].isoformat()] = {"controls": [number(x) for x in row[1:7]], "requests": list(row[7])}
+    return out
 
 
 def build(con: duckdb.DuckDBPyConnection, window: Window) -> None:
@@ -110,7 +134,9 @@ def mart_rows(con: duckdb.DuckDBPyConnection, relation: str, window: Window) -> 
 
 
 def days(con: duckdb.DuckDBPyConnection, window: Window, inputs: dict[str, Evidence],
-         fact: str = "candidate.fct_order_lines", mart: str = "candidate.revenue_daily") -> dict[str, DayCandidate]:
+         fact: str = "candidate.fct_order_lines", mart: str = "candidate.revenue_daily",
+         reference: dict[str, Any] | None = None,
+         applied: dict[str, list[str]] | None = None) -> dict[str, DayCandidate]:
     """What each day of the window would publish: rows, controls, content hash, the extract's exact bytes, and
     the evidence it read (the ordered batch set and as_of)."""
     fact_figures = controls(con, fact, window)
@@ -120,10 +146,14 @@ def days(con: duckdb.DuckDBPyConnection, window: Window, inputs: dict[str, Evide
         ctl = control_list(fact_figures.get(day))
         ev = inputs.get(day)
         batches = tuple({k: b[k] for k in ("batch", "sha256", "source_high_sequence")} for b in ev.batches) if ev else ()
+        ref = reference or {}
+        requests = tuple((applied or {}).get(day, ()))
         identity = {"batches": list(batches), "as_of": ev.as_of if ev else None,
-                    "source_high_sequence": ev.high_sequence if ev else None}
+                    "source_high_sequence": ev.high_sequence if ev else None,
+                    "dimension_version": ref.get("dimension_version"), "requests_applied": list(requests)}
         text = extracts.document(day, ctl, rows_by_day[day], identity)
         out[day] = DayCandidate(day, int(ctl[0]), ctl, extracts.content_sha256(day, ctl, rows_by_day[day]), text,
                                 ev.digest if ev else None, ev.high_sequence if ev else None, batches,
-                                ev.as_of if ev else None)
+                                ev.as_of if ev else None, ref.get("dimension_version"),
+                                tuple(ref.get("dimension_batches") or ()), requests)
     return out

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import duckdb
 
-from atlasmart_assets import audits, candidates, sql
+from atlasmart_assets import audits, candidates, reference, sql
 from atlasmart_assets.audits import Audit
 from atlasmart_assets.contract import CODE_VERSION, FCT_ORDER_LINES, REVENUE_DAILY, STAGED_ORDER_LINES
 from atlasmart_assets.resources import Warehouse
@@ -27,6 +27,7 @@ ROW_COUNT_UNCHANGED = "fct_order_lines_row_count_unchanged"
 ROW_DELTA = "fct_order_lines_row_delta_within_bounds"
 MART_MATCHES_FACT = "revenue_daily_candidate_totals_match_fact"
 UNIQUE_ACROSS_DAYS = "fct_order_lines_line_id_unique_across_days"
+NO_SUPPRESSED_KEY = "fct_order_lines_holds_no_suppressed_key"
 
 CHECKS: dict[str, tuple[tuple[str, ...], str]] = {
     STAGED_UNIQUE: (STAGED_ORDER_LINES, "The staged candidate holds each line_id at most once per day (blocking)."),
@@ -39,6 +40,9 @@ CHECKS: dict[str, tuple[tuple[str, ...], str]] = {
                                  "carries atlasmart/accept_shrink=<reason> (blocking)."),
     UNIQUE_ACROSS_DAYS: (FCT_ORDER_LINES, "No line_id of the candidate appears on another day, in the window or in "
                                           "the published fact outside it (blocking)."),
+    reference.REFERENCE_VALID: (STAGED_ORDER_LINES, reference.DESCRIPTION),
+    NO_SUPPRESSED_KEY: (FCT_ORDER_LINES, "No candidate line belongs to the subject of a deletion request (a customer "
+                                         "or line ids) (blocking)."),
     MART_MATCHES_FACT: (REVENUE_DAILY, "The mart candidate's totals per day equal the fact candidate's (blocking)."),
 }
 
@@ -80,15 +84,36 @@ def _read_published(wh: Warehouse, scope: RunScope, stats: LockStats, need_raw: 
     return current
 
 
+def _suppressed_key_counts(con: duckdb.DuckDBPyConnection, scope: RunScope) -> dict[str, int]:
+    rows = con.execute("select f.partition_date, count(*) from candidate.fct_order_lines f join candidate.deletion_keys k "
+                       "on f.customer_id = k.customer_id or f.line_id = k.line_id "
+                       "where f.partition_date between $start and $end group by 1", scope.window.params).fetchall()
+    return {d.isoformat(): n for d, n in rows}
+
+
+def _reconciled(evidence: dict[str, candidates.Evidence],
+                suppressed: dict[str, dict[str, Any]]) -> dict[str, list[float]]:
+    """The controls a day must publish: its latest batch's, minus what deletion requests suppress."""
+    out = {}
+    for day, ev in evidence.items():
+        gone = suppressed.get(day, {}).get("controls", [0] * 6)
+        out[day] = [round(float(t) - float(g), 2) for t, g in zip(ev.target_controls, gone)]
+    return out
+
+
 def audit(scope: RunScope, con: duckdb.DuckDBPyConnection, current: dict[str, Current],
           evidence: dict[str, candidates.Evidence], shrink_threshold: float,
-          cross_day: dict[str, list[str]]) -> tuple[list[Audit], dict[str, DayCandidate]]:
+          cross_day: dict[str, list[str]], ref: reference.Reference | None = None,
+          suppressed: dict[str, dict[str, Any]] | None = None) -> tuple[list[Audit], dict[str, DayCandidate]]:
     """Every audit of the window's candidates, and what each day would publish."""
     window = scope.window
     staged = candidates.controls(con, "candidate.staged_order_lines", window, kind="staged")
     fact = candidates.controls(con, "candidate.fct_order_lines", window)
     mart = candidates.controls(con, "candidate.revenue_daily", window, kind="mart")
-    days = candidates.days(con, window, evidence)
+    suppressed = suppressed or {}
+    days = candidates.days(con, window, evidence, reference=reference.identity(ref) if ref else None,
+                           applied={d: s["requests"] for d, s in suppressed.items()})
+    expected = _reconciled(evidence, suppressed)
     fact_lists = {d: candidates.control_list(f) for d, f in fact.items()}
     rows_after = {d: c.rows for d, c in days.items()}
     rows_now = {d: c.rows for d, c in current.items()}
@@ -96,9 +121,15 @@ def audit(scope: RunScope, con: duckdb.DuckDBPyConnection, current: dict[str, Cu
         audits.unique_keys(STAGED_UNIQUE, STAGED_ORDER_LINES, {d: f["duplicate_line_ids"] for d, f in staged.items()}),
         audits.unique_keys(CANDIDATE_UNIQUE, FCT_ORDER_LINES, {d: f["duplicate_line_ids"] for d, f in fact.items()}),
         audits.controls_match(CONTROLS_MATCH_RAW, FCT_ORDER_LINES, {d: fact_lists.get(d, [0] * 6) for d in window.keys},
-                              {d: e.target_controls for d, e in evidence.items()}, "raw_manifest"),
+                              expected, "raw_manifest_less_suppressed",
+                              extra={"suppressed": {d: {"lines": s["controls"][0], "requests": s["requests"]}
+                                                    for d, s in suppressed.items()}}),
+        audits.no_suppressed_keys(NO_SUPPRESSED_KEY, FCT_ORDER_LINES, _suppressed_key_counts(con, scope)),
         audits.row_count_unchanged(ROW_COUNT_UNCHANGED, FCT_ORDER_LINES, rows_after, rows_now),
-        audits.row_delta_within_bounds(ROW_DELTA, FCT_ORDER_LINES, rows_after, rows_now, shrink_threshold,
+        # Lines a deletion request suppresses are a recorded decision, not a shrink to question.
+        audits.row_delta_within_bounds(ROW_DELTA, FCT_ORDER_LINES,
+                                       {d: n + int(suppressed.get(d, {}).get("controls", [0])[0])
+                                        for d, n in rows_after.items()}, rows_now, shrink_threshold,
                                        scope.run.accept_shrink),
         audits.unique_across_days(UNIQUE_ACROSS_DAYS, FCT_ORDER_LINES, cross_day),
         audits.controls_match(MART_MATCHES_FACT, REVENUE_DAILY, {d: candidates.control_list(m) for d, m in mart.items()},
@@ -125,9 +156,12 @@ def _cross_day_duplicates(wh: Warehouse, scope: RunScope, con: duckdb.DuckDBPyCo
     return {d.isoformat(): list(ids) for d, ids in rows}
 
 
-def _take_window(wh: Warehouse, scope: RunScope, stats: LockStats, run_finished: Callable[[str], bool]) -> None:
-    """Flags of crashed runs are cleared here, without waiting for a sensor; a backfill then flags its window."""
+def _take_window(wh: Warehouse, scope: RunScope, stats: LockStats, run_finished: Callable[[str], bool],
+                 ref: reference.Reference) -> None:
+    """Flags of crashed runs are cleared here, without waiting for a sensor; a backfill then flags its window.
+    The reference evidence this run applies is recorded at its first sighting (it is immutable from then on)."""
     with wh.writer(stats) as con:
+        reference.record_first_sightings(con, ref, scope.run.run_id)
         for run_id in flags.held_by(con):
             if run_id != scope.run.run_id and run_finished(run_id):
                 flags.clear(con, run_id)
@@ -149,7 +183,10 @@ def correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool],
     stats = LockStats()
     run_id = scope.run.run_id
     cfg = wh.settings
-    _take_window(wh, scope, stats, run_finished)
+    ref = reference.load(wh)
+    if ref.problems:
+        return Outcome([ref.audit()], {}, None, {}, stats)
+    _take_window(wh, scope, stats, run_finished, ref)
     outcome: Outcome | None = None
     try:
         con = wh.open_scratch(run_id, threads)
@@ -163,12 +200,14 @@ def correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool],
             if need_raw:
                 candidates.merge_evidence(con)
             evidence = candidates.evidence(con, scope.window)
-            candidates.build_staged(con, str(cfg.raw_dir / "customers.json"), scope.window)
+            candidates.build_staged(con, ref.customers, ref.deletion_keys, scope.window)
             if adjust_staged is not None:
                 adjust_staged(con)
             candidates.build(con, scope.window)
             cross_day = _cross_day_duplicates(wh, scope, con, stats)
-            found, days = audit(scope, con, current, evidence, cfg.shrink_threshold, cross_day)
+            suppressed = candidates.suppressed(con, scope.window)
+            found, days = audit(scope, con, current, evidence, cfg.shrink_threshold, cross_day, ref, suppressed)
+            found.insert(0, ref.audit())
             staged = {d: {"rows": int(f["lines"]), "unresolved_customers": int(f["unresolved_customers"])}
                       for d, f in candidates.controls(con, "candidate.staged_order_lines", scope.window,
                                                       kind="staged").items()}

@@ -5,8 +5,20 @@ from __future__ import annotations
 import dagster as dg
 
 from atlasmart_assets.assets.graph import ASSETS
-from atlasmart_assets.checks.published import fct_order_lines_line_id_unique, revenue_daily_totals_match_fact
-from atlasmart_assets.jobs import daily_job, observe_landing_job, observe_landing_schedule, plan_job, rollback_job
+from atlasmart_assets.checks.published import (
+    fct_order_lines_line_id_unique,
+    fct_order_lines_published_history_free_of_suppressed_keys,
+    revenue_daily_totals_match_fact,
+)
+from atlasmart_assets.jobs import (
+    daily_job,
+    observe_landing_job,
+    observe_landing_schedule,
+    plan_job,
+    rollback_job,
+    suppression_scan_job,
+    suppression_scan_schedule,
+)
 from atlasmart_assets.recovery import recover_on_load
 from atlasmart_assets.resources import WAREHOUSE_KEY, warehouse_resource
 from atlasmart_assets.schedules import daily_schedule
@@ -18,9 +30,10 @@ recover_on_load(warehouse)
 
 defs = dg.Definitions(
     assets=ASSETS,
-    asset_checks=[fct_order_lines_line_id_unique, revenue_daily_totals_match_fact],
-    jobs=[daily_job, rollback_job, plan_job, slo_report, observe_landing_job],
-    schedules=[daily_schedule, observe_landing_schedule],
+    asset_checks=[fct_order_lines_line_id_unique, revenue_daily_totals_match_fact,
+                  fct_order_lines_published_history_free_of_suppressed_keys],
+    jobs=[daily_job, rollback_job, plan_job, slo_report, observe_landing_job, suppression_scan_job],
+    schedules=[daily_schedule, observe_landing_schedule, suppression_scan_schedule],
     sensors=sensors,
     resources={WAREHOUSE_KEY: warehouse, **slack_resources},
     executor=dg.in_process_executor,

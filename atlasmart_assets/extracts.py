@@ -120,7 +120,7 @@ def swap(cfg: Settings, version: str) -> None:
         (cfg.versions_dir / previous / SUPERSEDED).touch()
 
 
-def prune(cfg: Settings, keep: set[str], protect: str | None = None) -> None:
+def prune(cfg: Settings, keep: set[str], protect: str | None = None, immediately: bool = False) -> None:
     """Remove versions no ledger row needs any more (and half-built ones from crashed runs), once they have been
     superseded for longer than the grace period; `protect` is a version being staged right now."""
     if not cfg.versions_dir.exists():
@@ -132,7 +132,7 @@ def prune(cfg: Settings, keep: set[str], protect: str | None = None) -> None:
             continue
         marker = path / SUPERSEDED
         since = marker.stat().st_mtime if marker.exists() else path.stat().st_mtime
-        if since < cutoff:
+        if immediately or since < cutoff:
             shutil.rmtree(path, ignore_errors=True)
 
 

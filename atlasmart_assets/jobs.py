@@ -9,7 +9,11 @@ from atlasmart_assets.assets.graph import asset_graph
 from atlasmart_assets.contract import RAW_CUSTOMERS
 from atlasmart_assets.resources import Warehouse
 
-CHAIN = dg.AssetSelection.groups("raw", "staged", "fact", "mart") - dg.AssetSelection.assets(list(RAW_CUSTOMERS))
+HISTORY_SCAN = dg.AssetCheckKey(dg.AssetKey(["fact", "fct_order_lines"]),
+                                "fct_order_lines_published_history_free_of_suppressed_keys")
+# The all-history scan runs on its own schedule, not in every daily run.
+CHAIN = (dg.AssetSelection.groups("raw", "staged", "fact", "mart") - dg.AssetSelection.assets(list(RAW_CUSTOMERS))
+         - dg.AssetSelection.checks(HISTORY_SCAN))
 
 daily_job = dg.define_asset_job(
     "atlasmart_daily",
@@ -27,6 +31,19 @@ observe_landing_schedule = dg.ScheduleDefinition(
     name="atlasmart_observe_landing_batches", job=observe_landing_job, cron_schedule="*/10 * * * *",
     default_status=dg.DefaultScheduleStatus.RUNNING,
     description="Every 10 minutes: new landing batches show as 'upstream changed' on the days they touch.",
+)
+
+
+suppression_scan_job = dg.define_asset_job(
+    "scan_published_for_suppressed_keys",
+    selection=dg.AssetSelection.checks(HISTORY_SCAN),
+    description="Scan all published history for lines of a deletion request's subject.",
+)
+
+suppression_scan_schedule = dg.ScheduleDefinition(
+    name="atlasmart_scan_published_for_suppressed_keys", job=suppression_scan_job, cron_schedule="30 3 * * *",
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+    description="Daily: no published day may hold a line of a deletion request's subject (fails into Slack).",
 )
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import dagster as dg
 
-from atlasmart_assets import candidates, partitions, raw_files, sql, stale
+from atlasmart_assets import candidates, partitions, raw_files, reference, sql, stale
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import fence_refusal
 from atlasmart_assets.warehouse import ledger
@@ -30,6 +30,7 @@ class DayImpact:
     lines_removed: int
     lines_changed: int
     sample_line_ids: list[str]
+    lines_tier_or_country_changed: int = 0
 
     @property
     def changed(self) -> bool:
@@ -75,9 +76,14 @@ def _impact(wh: Warehouse, window: Window, now: dict[str, ledger.Current]) -> di
         try:
             raw_files.load_window(con, cfg.raw_dir, window)
             candidates.merge_evidence(con)
-            candidates.build_staged(con, str(cfg.raw_dir / "customers.json"), window)
+            ref = reference.load(wh)
+            if ref.problems:
+                raise ValueError("; ".join(ref.problems))
+            candidates.build_staged(con, ref.customers, ref.deletion_keys, window)
             candidates.build(con, window)
-            days = candidates.days(con, window, candidates.evidence(con, window))
+            suppressed = candidates.suppressed(con, window)
+            days = candidates.days(con, window, candidates.evidence(con, window), reference=reference.identity(ref),
+                                   applied={d: x["requests"] for d, x in suppressed.items()})
         finally:
             con.close()
         with wh.reader() as rcon:
@@ -95,9 +101,10 @@ def _impact(wh: Warehouse, window: Window, now: dict[str, ledger.Current]) -> di
     out = {}
     for day, cand in days.items():
         cur = now.get(day)
-        added, removed, changed, sample = diff.get(day, (0, 0, 0, []))
+        added, removed, changed, sample, dimension_changed = diff.get(day, (0, 0, 0, [], 0))
         out[day] = DayImpact(day, cur.rows if cur else None, cand.rows, cur.controls if cur else None, cand.controls,
-                             cur.sha256 if cur else None, cand.sha256, added, removed, changed, list(sample or []))
+                             cur.sha256 if cur else None, cand.sha256, added, removed, changed, list(sample or []),
+                             dimension_changed)
     return out
 
 
@@ -136,11 +143,12 @@ def markdown(plan: Plan) -> str:
     if plan.stale:
         lines.append("\nStale in this window (evidence changed since publication): " +
                      "; ".join(f"{d} ({', '.join(r)})" for d, r in sorted(plan.stale.items())))
-    lines.append("\n| partition | rows now → after | controls now → after | lines +/-/~ | changes |")
-    lines.append("|---|---|---|---|---|")
+    lines.append("\n| partition | rows now → after | controls now → after | lines +/-/~ | tier/country changes | changes |")
+    lines.append("|---|---|---|---|---|---|")
     for d, i in plan.impact.items():
         lines.append(f"| {d} | {i.rows_now} → {i.rows_after} | {i.controls_now} → {i.controls_after} | "
-                     f"+{i.lines_added} / -{i.lines_removed} / ~{i.lines_changed} | {'yes' if i.changed else 'no'} |")
+                     f"+{i.lines_added} / -{i.lines_removed} / ~{i.lines_changed} | {i.lines_tier_or_country_changed} | "
+                     f"{'yes' if i.changed else 'no'} |")
     guarded = {**plan.neighbours, **plan.protected}
     lines.append("\nUnchanged by this backfill (current sha256): " +
                  ", ".join(f"{d} `{(s or 'unpublished')[:12]}`" for d, s in sorted(guarded.items())))

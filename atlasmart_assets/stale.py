@@ -1,5 +1,7 @@
-"""Stale days: published days whose evidence changed since their publication (a new, changed or vanished landing
-batch). Computed from the ledger's recorded batch set and the files on disk; writes nothing."""
+"""Stale days: published days whose evidence changed since their publication — a new, changed or vanished landing
+batch, a dimension batch that changes the tier or country of one of its lines at order time, or a deletion
+request whose subject it holds. Computed from the ledger, the published staged table and the files; writes
+nothing."""
 
 from __future__ import annotations
 
@@ -8,8 +10,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from atlasmart_assets import raw_files
+import duckdb
+
+from atlasmart_assets import raw_files, reference, sql
 from atlasmart_assets.resources import Warehouse
+from atlasmart_assets.warehouse.connection import attach_waiting
 from atlasmart_assets.window import Window
 
 
@@ -47,18 +52,47 @@ def _reasons(raw_dir: Path, day: str, published: list[dict[str, Any]]) -> tuple[
     return reasons, new
 
 
+def _reference_reasons(wh: Warehouse, published_batches: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Per published day: the dimension batches that change the tier or country of its lines at order time (the
+    semantic radius, never "every day"), and the deletion requests whose subject it still holds."""
+    ref = reference.load(wh)
+    if ref.problems or not wh.settings.warehouse_path.exists():
+        return {}
+    out: dict[str, list[str]] = {}
+    con = duckdb.connect(":memory:")
+    try:
+        attach_waiting(con, wh.settings.warehouse_path, "published_db", wh.settings.lock_timeout_s)
+        con.execute("create schema published")
+        con.execute("create view published.order_lines as select * from published_db.staged.order_lines")
+        con.register("dimension_in_force", ref.customers)
+        con.register("deletion_keys_in_force", ref.deletion_keys)
+        batch_ids = [b.batch_id for b in ref.batches]
+        for day, lines in con.execute(sql.text("dimension_drift")).fetchall():
+            used = published_batches.get(day.isoformat(), [])
+            newer = [b for b in batch_ids if b not in used] or batch_ids[-1:]
+            out.setdefault(day.isoformat(), []).append(
+                f"dimension batch {', '.join(newer)} changes tier or country of {lines} line(s)")
+        for day, request_id, lines in con.execute(sql.text("suppressed_published")).fetchall():
+            out.setdefault(day.isoformat(), []).append(f"deletion request {request_id} holds {lines} line(s)")
+    finally:
+        con.close()
+    return out
+
+
 def stale_days(wh: Warehouse, window: Window | None = None) -> list[StaleDay]:
     """Every published day (of `window`, default all) whose evidence on disk differs from what it published."""
     with wh.reader() as con:
         where = "where partition_date between $start and $end" if window else ""
-        rows = con.execute(f"select partition_date, publication_id, input_batches from audit.current_publications "
-                           f"{where} order by partition_date", window.params if window else {}).fetchall()
+        rows = con.execute(f"select partition_date, publication_id, input_batches, dimension_batches "
+                           f"from audit.current_publications {where} order by partition_date",
+                           window.params if window else {}).fetchall()
+    used = {d.isoformat(): [b["batch"] for b in json.loads(dims)] for d, _, _, dims in rows if dims}
+    by_reference = _reference_reasons(wh, used)
     out = []
     raw_dir = wh.settings.raw_dir
-    for day, pub_id, batches in rows:
-        if not batches:
-            continue
-        reasons, new = _reasons(raw_dir, day.isoformat(), json.loads(batches))
+    for day, pub_id, batches, _ in rows:
+        reasons, new = _reasons(raw_dir, day.isoformat(), json.loads(batches)) if batches else ([], [])
+        reasons += by_reference.get(day.isoformat(), [])
         if reasons:
             out.append(StaleDay(day.isoformat(), reasons, pub_id, new))
     return out

@@ -32,15 +32,17 @@ def _tier_of(cfg, line_id: str) -> str:
 def test_rebuilding_an_old_partition_keeps_the_tier_valid_then(env, instance) -> None:
     assert run_chain(instance, "2026-09-20").success
     assert _tier_of(env, "2026-09-20-L0004") == "bronze"  # C00003 was bronze until 2026-09-21
-    # The dimension gains a version: C00003 moves again, to gold, from 2026-09-25 (SCD2: close the open row).
-    path = env.raw_dir / "customers.json"
-    doc = json.loads(path.read_text())
-    for version in doc["customers"]:
-        if version["customer_id"] == "C00003" and version["valid_to"] is None:
+    # The dimension gains a version: C00003 moves again, to gold, from 2026-09-25 — delivered as a new dimension
+    # batch that replaces C00003's whole history (the first batch is immutable evidence).
+    doc = json.loads((env.raw_dir / "customers.json").read_text())
+    history = [v for v in doc["customers"] if v["customer_id"] == "C00003"]
+    for version in history:
+        if version["valid_to"] is None:
             version["valid_to"] = "2026-09-25"
-    doc["customers"].append({"customer_id": "C00003", "country": "FR", "tier": "gold",
-                             "valid_from": "2026-09-25", "valid_to": None})
-    path.write_text(json.dumps(doc))
+    history.append({"customer_id": "C00003", "country": "FR", "tier": "gold", "valid_from": "2026-09-25",
+                    "valid_to": None})
+    (env.raw_dir / "customers").mkdir()
+    (env.raw_dir / "customers" / "D-2026-09-25-01.json").write_text(json.dumps({"customers": history}))
     assert run_chain(instance, "2026-09-20", "2026-09-21", {"dagster/backfill": "bf-scd2",
                                                              "atlasmart/fence_override": "test: rebuild both days"}).success
     assert _tier_of(env, "2026-09-20-L0004") == "bronze"

@@ -6,17 +6,18 @@ from typing import Callable
 import dagster as dg
 import duckdb
 
-from atlasmart_assets import candidates
+from atlasmart_assets import candidates, reference, sql
 from atlasmart_assets.assets.common import check_result
-from atlasmart_assets.audits import WARN, Audit, controls_match, unique_keys
+from atlasmart_assets.audits import ERROR, WARN, Audit, controls_match, unique_keys
 from atlasmart_assets.contract import FCT_ORDER_LINES, REVENUE_DAILY
 from atlasmart_assets.partitions import daily_partitions
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import scope_of
-from atlasmart_assets.warehouse.connection import is_lock_conflict
+from atlasmart_assets.warehouse.connection import attach_waiting, is_lock_conflict
 from atlasmart_assets.window import Window
 
 FACT_UNIQUE = "fct_order_lines_line_id_unique"
+NO_SUPPRESSED = "fct_order_lines_published_history_free_of_suppressed_keys"
 MART_MATCHES = "revenue_daily_totals_match_fact"
 
 
@@ -72,3 +73,34 @@ def revenue_daily_totals_match_fact(context: dg.AssetCheckExecutionContext,
                                     warehouse: Warehouse) -> dg.AssetCheckResult:
     return check_result(_guarded(MART_MATCHES, REVENUE_DAILY, warehouse,
                                  lambda: published_mart_matches_fact(warehouse, _window(context))))
+
+
+def published_free_of_suppressed(wh: Warehouse) -> Audit:
+    """Every published day, all history: no line of a deletion request's subject."""
+    ref = reference.load(wh)
+    if ref.problems:
+        return Audit(NO_SUPPRESSED, FCT_ORDER_LINES, False, WARN, "not evaluated: " + "; ".join(ref.problems))
+    con = duckdb.connect(":memory:")
+    try:
+        if wh.settings.warehouse_path.exists():
+            attach_waiting(con, wh.settings.warehouse_path, "published_db", wh.settings.lock_timeout_s)
+            source = "published_db.fact.fct_order_lines"
+        else:
+            source = "(select cast(null as date) as partition_date, '' as line_id, '' as customer_id where false)"
+        con.execute(f"create schema published; create view published.order_lines as select * from {source}")
+        con.register("deletion_keys_in_force", ref.deletion_keys)
+        rows = con.execute(sql.text("suppressed_published")).fetchall()
+    finally:
+        con.close()
+    held = {f"{d} {r}": n for d, r, n in rows}
+    text = (f"no published day holds a line of the {len(ref.requests)} deletion request(s)" if not held else
+            f"published days still hold suppressed lines (backfill them): {held}")
+    return Audit(NO_SUPPRESSED, FCT_ORDER_LINES, not held, ERROR, text, {"held": held})
+
+
+@dg.asset_check(asset=dg.AssetKey(list(FCT_ORDER_LINES)), name=NO_SUPPRESSED,
+                description="Scans all published history (daily schedule): no published line belongs to the subject "
+                            "of a deletion request. A failure names the days a backfill must correct.")
+def fct_order_lines_published_history_free_of_suppressed_keys(warehouse: Warehouse) -> dg.AssetCheckResult:
+    return check_result(_guarded(NO_SUPPRESSED, FCT_ORDER_LINES, warehouse,
+                                 lambda: published_free_of_suppressed(warehouse)))

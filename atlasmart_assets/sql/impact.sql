@@ -18,7 +18,9 @@ paired as (
              candidate.quantity, candidate.unit_price, candidate.unit_cost, candidate.event_time)
         is distinct from
             (published.order_id, published.customer_id, published.country, published.tier, published.sku,
-             published.quantity, published.unit_price, published.unit_cost, published.event_time) as changed
+             published.quantity, published.unit_price, published.unit_cost, published.event_time) as changed,
+        candidate.line_id is not null and published.line_id is not null
+        and (candidate.country, candidate.tier) is distinct from (published.country, published.tier) as dimension_changed
     from candidate
     full outer join published using (partition_date, line_id)
 ),
@@ -29,7 +31,8 @@ final as (
         count(*) filter (where added) as lines_added,
         count(*) filter (where removed) as lines_removed,
         count(*) filter (where changed) as lines_changed,
-        list(line_id order by line_id) filter (where added or removed or changed)[1:20] as sample_line_ids
+        list(line_id order by line_id) filter (where added or removed or changed)[1:20] as sample_line_ids,
+        count(*) filter (where dimension_changed) as lines_tier_or_country_changed
     from paired
     group by partition_date
 )

@@ -1,8 +1,10 @@
--- One row per line id and day of the merged evidence (candidate.merged_lines), joined to the customer version
--- valid at order time.
+-- One row per line id and day of the merged evidence (candidate.merged_lines) less the lines deletion requests
+-- suppress, joined to the customer version valid at order time.
 with latest as (
-    select * from candidate.merged_lines
-    where partition_date between $start and $end
+    select merged.*
+    from candidate.merged_lines as merged
+    anti join candidate.suppressed_lines using (partition_date, line_id)
+    where merged.partition_date between $start and $end
 ),
 
 customers as (

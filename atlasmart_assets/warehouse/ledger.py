@@ -64,6 +64,9 @@ class DayCandidate:
     source_high_sequence: int | None = None
     input_batches: tuple[dict[str, Any], ...] = ()
     as_of: str | None = None
+    dimension_version: str | None = None
+    dimension_batches: tuple[dict[str, Any], ...] = ()
+    requests_applied: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -122,10 +125,10 @@ LEDGER_INSERT = (
     "insert into audit.publications (seq, publication_id, partition_date, kind, published_at, run_id, backfill_id, "
     "reason, fence_override, code_version, input_sha256, source_high_sequence, prev_publication_id, restored_from, "
     "rows_before, rows_after, controls_before, controls_after, sha256_before, sha256_after, changed, extract_json, "
-    "input_batches, as_of, accept_shrink) values (nextval('audit.publication_seq'), $pub, $partition, $kind, now(), "
+    "input_batches, as_of, accept_shrink, dimension_version, dimension_batches, requests_applied) values (nextval('audit.publication_seq'), $pub, $partition, $kind, now(), "
     "$run_id, $backfill_id, $reason, $override, $code, $input_sha, $high_seq, $prev, $restored, $rows_before, "
     "$rows_after, $controls_before, $controls_after, $sha_before, $sha_after, $changed, $extract, $batches, $as_of, "
-    "$accept_shrink)"
+    "$accept_shrink, $dim_version, $dim_batches, $requests)"
 )
 
 
@@ -145,7 +148,9 @@ def write_rows(con: duckdb.DuckDBPyConnection, pub_id: str, kind: str, run: RunI
             "sha_before": prev.sha256 if prev else None, "sha_after": cand.sha256,
             "changed": prev is None or prev.sha256 != cand.sha256, "extract": cand.extract_json,
             "batches": json.dumps(list(cand.input_batches)) if cand.input_batches else None, "as_of": cand.as_of,
-            "accept_shrink": run.accept_shrink,
+            "accept_shrink": run.accept_shrink, "dim_version": cand.dimension_version,
+            "dim_batches": json.dumps(list(cand.dimension_batches)) if cand.dimension_batches else None,
+            "requests": json.dumps(list(cand.requests_applied)),
         })
 
 
@@ -183,3 +188,25 @@ def prune_history(con: duckdb.DuckDBPyConnection, retain: int, window: Window) -
     last = con.execute("select publication_id from audit.publications group by 1 order by max(seq) desc limit $n",
                        {"n": retain}).fetchall()
     return {r[0] for r in last}
+
+
+def erase_earlier_versions(con: duckdb.DuckDBPyConnection, pub_id: str, days: dict[str, list[str]]) -> None:
+    """A publication applying a deletion request to a day: no retained prior version of that day may hold the
+    subject, so the day's superseded rows are dropped from history and the ledger's earlier extract bytes erased
+    (the ledger rows stay: who, when, why, hashes). Rolling back past this publication is then refused."""
+    for day, requests in sorted(days.items()):
+        params = {"d": dt.date.fromisoformat(day), "pub": pub_id}
+        for layer in LAYERS:
+            con.execute(f"delete from {layer.history} where partition_date = $d", {"d": params["d"]})
+        con.execute("update audit.publications set extract_json = $erased where partition_date = $d "
+                    "and publication_id <> $pub", {**params, "erased": json.dumps({"erased": True,
+                                                                                    "by_requests": requests})})
+
+
+def requests_already_applied(con: duckdb.DuckDBPyConnection, before: dict[str, Current]) -> dict[str, set[str]]:
+    if not before:
+        return {}
+    rows = con.execute("select partition_date::varchar, requests_applied from audit.publications "
+                       "where publication_id in (select unnest($ids))",
+                       {"ids": sorted({c.publication_id for c in before.values()})}).fetchall()
+    return {d: set(json.loads(r)) if r else set() for d, r in rows if d in before}

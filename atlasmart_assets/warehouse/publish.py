@@ -75,12 +75,18 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
                             "where partition_date between $start and $end", window.params)
                 failpoint(f"wrote_{layer.table}")
             ledger.write_rows(con, pub_id, kind, run, code_version, before, after, restored or {})
+            applied = ledger.requests_already_applied(con, before)
+            erase = {d: sorted(set(c.requests_applied) - applied.get(d, set())) for d, c in after.items()
+                     if set(c.requests_applied) - applied.get(d, set())}
+            if erase:
+                ledger.erase_earlier_versions(con, pub_id, erase)
             con.execute("delete from audit.corrections_in_progress where run_id = $run_id", {"run_id": run.run_id})
             keep = ledger.prune_history(con, cfg.retain_versions, window)
         failpoint("committed")
         extracts.swap(cfg, pub_id)
         failpoint("swapped")
-        extracts.prune(cfg, keep | {pub_id})
+        # Earlier extract versions hold the erased days' old figures: only the current one survives an erasure.
+        extracts.prune(cfg, {pub_id} if erase else keep | {pub_id}, immediately=bool(erase))
         return Publication(pub_id, kind, window, before, after, time.monotonic() - acquired)
 
 
@@ -98,13 +104,18 @@ def restore_candidates(wh: Warehouse, scratch: Path, window: Window,
         ledger.versions_table(con, "targets", targets)
         rows = con.execute(
             "select partition_date, publication_id, rows_after, controls_after, sha256_after, extract_json, "
-            "input_sha256, source_high_sequence, input_batches, as_of from audit.publications "
+            "input_sha256, source_high_sequence, input_batches, as_of, dimension_version, dimension_batches, "
+            "requests_applied from audit.publications "
             "join targets using (partition_date, publication_id)"
         ).fetchall()
         found = {r[0].isoformat(): r for r in rows}
         unknown = sorted(p for p in targets if p not in found)
         if unknown:
             raise ValueError(f"cannot roll back {window}: no publication {targets[unknown[0]]} of {unknown}")
+        erased = sorted(p for p, r in found.items() if r[5] and r[5].startswith('{"erased"'))
+        if erased:
+            raise ValueError(f"cannot roll back {window}: the earlier versions of {erased} were erased when a deletion "
+                             "request was applied to them (a rollback never brings suppressed rows back)")
         retained = {r[0].isoformat() for r in con.execute(
             "select distinct partition_date from history.fct_order_lines join targets using (partition_date, publication_id)"
         ).fetchall()}
@@ -117,6 +128,7 @@ def restore_candidates(wh: Warehouse, scratch: Path, window: Window,
             con.execute(f"create or replace table s.{layer.candidate} as select h.* exclude (publication_id) "
                         f"from {layer.history} h join targets using (partition_date, publication_id)")
         after = {p: DayCandidate(p, r[2], json.loads(r[3]), r[4], r[5], r[6], r[7],
-                                 tuple(json.loads(r[8])) if r[8] else (), r[9])
+                                 tuple(json.loads(r[8])) if r[8] else (), r[9], r[10],
+                                 tuple(json.loads(r[11])) if r[11] else (), tuple(json.loads(r[12])) if r[12] else ())
                  for p, r in found.items()}
         return after, targets, now

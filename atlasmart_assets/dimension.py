@@ -1,0 +1,121 @@
+"""The customer dimension as a sequence of immutable batches: raw/customers.json first, then
+raw/customers/<batch_id>.json in name order; a later batch replaces the whole SCD2 history of each customer it
+lists. Validated per customer (no overlap, no gap after the first valid_from); errors name batch and customer."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+FIRST_BATCH = "customers"
+BATCH_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+ATTRIBUTES = ("country", "tier")
+
+
+class DimensionError(Exception):
+    """A dimension batch that cannot be used; the message names the batch file and the customer."""
+
+    def __init__(self, path: Path, problem: str) -> None:
+        super().__init__(f"dimension batch {path}: {problem}")
+        self.path, self.problem = path, problem
+
+
+@dataclass(frozen=True)
+class DimensionBatch:
+    batch_id: str
+    path: Path
+    sha256: str
+    versions: tuple[dict[str, Any], ...]
+
+    @property
+    def customers(self) -> set[str]:
+        return {v["customer_id"] for v in self.versions}
+
+
+def paths(raw_dir: Path) -> list[Path]:
+    later = sorted((raw_dir / "customers").glob("*.json")) if (raw_dir / "customers").is_dir() else []
+    return [raw_dir / "customers.json", *later]
+
+
+def _date(value: Any, path: Path, customer: str, name: str) -> dt.date | None:
+    if value is None and name == "valid_to":
+        return None
+    try:
+        return dt.date.fromisoformat(str(value)[:10])
+    except ValueError as exc:
+        raise DimensionError(path, f"customer {customer}: {name} {value!r} is not a date") from exc
+
+
+def _validate(path: Path, versions: list[dict[str, Any]]) -> None:
+    by_customer: dict[str, list[dict[str, Any]]] = {}
+    for v in versions:
+        if not isinstance(v, dict) or not v.get("customer_id"):
+            raise DimensionError(path, f"a version without customer_id: {v!r}"[:300])
+        for name in ATTRIBUTES:
+            if not isinstance(v.get(name), str) or not v[name]:
+                raise DimensionError(path, f"customer {v['customer_id']}: {name} is missing")
+        by_customer.setdefault(v["customer_id"], []).append(v)
+    for customer, rows in by_customer.items():
+        spans = sorted(((_date(r.get("valid_from"), path, customer, "valid_from"),
+                         _date(r.get("valid_to"), path, customer, "valid_to")) for r in rows),
+                       key=lambda s: s[0])
+        for (start, end), (next_start, _) in zip(spans, spans[1:]):
+            if end is None or end > next_start:
+                raise DimensionError(path, f"customer {customer}: versions overlap ({start}..{end or 'open'} and "
+                                           f"from {next_start})")
+            if end < next_start:
+                raise DimensionError(path, f"customer {customer}: a gap between {end} and {next_start}")
+        for start, end in spans:
+            if end is not None and end <= start:
+                raise DimensionError(path, f"customer {customer}: valid_to {end} is not after valid_from {start}")
+
+
+def load(raw_dir: Path) -> list[DimensionBatch]:
+    out = []
+    for path in paths(raw_dir):
+        if not path.is_file():
+            raise DimensionError(path, "the dimension's first batch is missing")
+        if path.parent.name == "customers" and not BATCH_NAME.match(path.stem):
+            raise DimensionError(path, "a dimension batch is named <batch_id>.json (letters, digits, '_', '.', '-')")
+        data = path.read_bytes()
+        try:
+            doc = json.loads(data)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise DimensionError(path, f"not readable JSON: {exc}") from exc
+        if not isinstance(doc, dict) or not isinstance(doc.get("customers"), list):
+            raise DimensionError(path, "expected an object with a 'customers' list")
+        _validate(path, doc["customers"])
+        batch_id = FIRST_BATCH if path.parent.name != "customers" else path.stem
+        out.append(DimensionBatch(batch_id, path, hashlib.sha256(data).hexdigest(), tuple(doc["customers"])))
+    return out
+
+
+def effective(batches: list[DimensionBatch]) -> pd.DataFrame:
+    """The SCD2 versions in force: each later batch replaces the whole history of every customer it lists."""
+    current: dict[str, list[dict[str, Any]]] = {}
+    for batch in batches:
+        listed: dict[str, list[dict[str, Any]]] = {}
+        for v in batch.versions:
+            listed.setdefault(v["customer_id"], []).append(v)
+        current.update(listed)
+    rows = [{"customer_id": c, "country": v["country"], "tier": v["tier"],
+             "valid_from": pd.Timestamp(str(v["valid_from"])[:10]),
+             "valid_to": pd.Timestamp(str(v["valid_to"])[:10]) if v.get("valid_to") else pd.NaT}
+            for c, versions in sorted(current.items()) for v in versions]
+    return pd.DataFrame(rows, columns=["customer_id", "country", "tier", "valid_from", "valid_to"])
+
+
+def version(batches: list[DimensionBatch]) -> str:
+    """The dimension version a publication joined: a digest of the ordered batch set."""
+    return hashlib.sha256("\n".join(f"{b.batch_id}:{b.sha256}" for b in batches).encode()).hexdigest()[:16]
+
+
+def identity(batches: list[DimensionBatch]) -> list[dict[str, str]]:
+    return [{"batch": b.batch_id, "sha256": b.sha256} for b in batches]

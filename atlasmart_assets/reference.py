@@ -1,0 +1,103 @@
+"""The reference evidence every build applies besides the day's batches: the customer dimension (its batches)
+and the deletion requests. Parsed, validated and checked against their first-seen fingerprints."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from atlasmart_assets import deletions, dimension
+from atlasmart_assets.audits import Audit
+from atlasmart_assets.contract import STAGED_ORDER_LINES
+from atlasmart_assets.resources import Warehouse
+
+REFERENCE_VALID = "staged_order_lines_reference_data_valid"
+DESCRIPTION = ("The customer dimension's batches and the deletion requests parse, validate (no overlapping or gapped "
+               "versions per customer, one subject per request) and are unchanged since first loaded (blocking).")
+
+
+@dataclass
+class Reference:
+    batches: list[dimension.DimensionBatch] = field(default_factory=list)
+    requests: list[deletions.DeletionRequest] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def customers(self) -> pd.DataFrame:
+        return dimension.effective(self.batches)
+
+    @property
+    def deletion_keys(self) -> pd.DataFrame:
+        return deletions.keys(self.requests)
+
+    @property
+    def dimension_version(self) -> str | None:
+        return dimension.version(self.batches) if self.batches else None
+
+    def audit(self) -> Audit:
+        text = "; ".join(self.problems) or (f"dimension version {self.dimension_version} "
+                                            f"({len(self.batches)} batch(es)), {len(self.requests)} deletion request(s)")
+        return Audit(REFERENCE_VALID, STAGED_ORDER_LINES, not self.problems, description=text,
+                     figures={"dimension_batches": [b.batch_id for b in self.batches],
+                              "deletion_requests": [r.request_id for r in self.requests]})
+
+
+def load(wh: Warehouse) -> Reference:
+    """Parse and validate; compare with what was first loaded (changed or vanished files are problems)."""
+    ref = Reference()
+    raw_dir = wh.settings.raw_dir
+    try:
+        ref.batches = dimension.load(raw_dir)
+    except dimension.DimensionError as exc:
+        ref.problems.append(str(exc))
+    try:
+        ref.requests = deletions.load(raw_dir)
+    except deletions.RequestError as exc:
+        ref.problems.append(str(exc))
+    with wh.reader() as con:
+        seen_batches = {r[0]: r for r in con.execute("select batch_id, file, sha256, first_run_id "
+                                                     "from raw.dimension_batches").fetchall()}
+        seen_requests = {r[0]: r for r in con.execute("select request_id, file, sha256, first_run_id "
+                                                      "from raw.deletion_requests").fetchall()}
+    now_batches = {b.batch_id: b for b in ref.batches}
+    for batch_id, (_, file, sha, run) in sorted(seen_batches.items()):
+        if batch_id not in now_batches and not ref.problems:
+            ref.problems.append(f"dimension batch {file} (first loaded by run {run}) has vanished: batches are never "
+                                "removed")
+        elif batch_id in now_batches and now_batches[batch_id].sha256 != sha:
+            ref.problems.append(f"dimension batch {file} changed since run {run} first loaded it: deliver a "
+                                "correction as a new batch raw/customers/<batch_id>.json")
+    now_requests = {r.request_id: r for r in ref.requests}
+    for request_id, (_, file, sha, run) in sorted(seen_requests.items()):
+        if request_id not in now_requests and not ref.problems:
+            ref.problems.append(f"deletion request {file} (first loaded by run {run}) has vanished: a request is "
+                                "never withdrawn by deleting its file")
+        elif request_id in now_requests and now_requests[request_id].sha256 != sha:
+            ref.problems.append(f"deletion request {file} changed since run {run} first loaded it")
+    return ref
+
+
+def record_first_sightings(con: duckdb.DuckDBPyConnection, ref: Reference, run_id: str) -> None:
+    for b in ref.batches:
+        con.execute("insert into raw.dimension_batches values ($id, $file, $sha, $n, now(), $run) on conflict do nothing",
+                    {"id": b.batch_id, "file": str(b.path), "sha": b.sha256, "n": len(b.customers), "run": run_id})
+    for r in ref.requests:
+        con.execute("insert into raw.deletion_requests values ($id, $file, $sha, $at, $reason, $customer, $lines, "
+                    "now(), $run) on conflict do nothing",
+                    {"id": r.request_id, "file": str(r.path), "sha": r.sha256, "at": r.requested_at,
+                     "reason": r.reason, "customer": r.customer_id,
+                     "lines": json.dumps(list(r.line_ids)) if r.line_ids else None, "run": run_id})
+
+
+def unknown_subjects(ref: Reference) -> list[str]:
+    """Requests whose customer the dimension does not know: accepted, reported, they affect no day."""
+    known = {c for b in ref.batches for c in b.customers}
+    return [r.request_id for r in ref.requests if r.customer_id and r.customer_id not in known]
+
+
+def identity(ref: Reference) -> dict[str, Any]:
+    return {"dimension_version": ref.dimension_version, "dimension_batches": dimension.identity(ref.batches)}

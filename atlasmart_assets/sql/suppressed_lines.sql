@@ -1,0 +1,32 @@
+-- Lines of the merged evidence that a deletion request suppresses (its customer, or its line ids), with the
+-- request that suppresses each: they never reach staged, fact, mart or the extracts.
+with merged as (
+    select * from candidate.merged_lines
+    where partition_date between $start and $end
+),
+
+deletion_keys as (
+    select
+        cast(request_id as varchar) as request_id,
+        cast(customer_id as varchar) as customer_id,
+        cast(line_id as varchar) as line_id
+    from candidate.deletion_keys
+),
+
+final as (
+    select
+        merged.partition_date,
+        merged.line_id,
+        merged.order_id,
+        merged.customer_id,
+        merged.quantity,
+        merged.unit_price,
+        merged.unit_cost,
+        deletion_keys.request_id
+    from merged
+    inner join deletion_keys
+        on merged.customer_id = deletion_keys.customer_id or merged.line_id = deletion_keys.line_id
+    qualify row_number() over (partition by merged.partition_date, merged.line_id order by deletion_keys.request_id) = 1
+)
+
+select * from final

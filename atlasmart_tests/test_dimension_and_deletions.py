@@ -1,0 +1,181 @@
+"""The corrections that reach across many days: a corrected dimension batch (stale exactly where a line's tier or
+country at order time changes) and a deletion request (its subject never reaches a derived table again)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from atlasmart_assets import cli, extracts
+from atlasmart_assets.lab import run_chain
+from atlasmart_tests import state
+
+HISTORY = ("2026-09-01", "2026-09-20")
+NEWEST = "2026-09-21"
+BF = {"dagster/backfill": "bf-ref", "atlasmart/reason": "reference correction"}
+
+
+def _publish_history(instance) -> None:  # noqa: ANN001
+    assert run_chain(instance, *HISTORY).success
+    assert run_chain(instance, NEWEST).success
+
+
+def _stale(capsys) -> dict[str, list[str]]:  # noqa: ANN001
+    capsys.readouterr()
+    assert cli.main(["stale", "--json"]) == 0
+    return {d["partition"]: d["reasons"] for d in json.loads(capsys.readouterr().out)}
+
+
+def _lines(raw: Path) -> dict[str, list[dict]]:
+    return {p.name[len("partition="):-len(".json")]: json.loads(p.read_text())["lines"]
+            for p in sorted(raw.glob("partition=*.json"))}
+
+
+def _order_times(lines: list[dict]) -> dict[str, str]:
+    times: dict[str, str] = {}
+    for line in lines:
+        times[line["order_id"]] = min(times.get(line["order_id"], line["event_time"]), line["event_time"])
+    return times
+
+
+def _tier_at(versions: list[dict], customer: str, at: str) -> str | None:
+    day = at[:10]
+    for v in versions:
+        if v["customer_id"] == customer and v["valid_from"] <= day and (v["valid_to"] is None or day < v["valid_to"]):
+            return v["tier"]
+    return None
+
+
+def test_a_dimension_batch_makes_stale_exactly_the_days_whose_tier_changes(env, instance, capsys) -> None:
+    _publish_history(instance)
+    old = json.loads((env.raw_dir / "customers.json").read_text())["customers"]
+    new = [{"customer_id": "C00027", "country": "JP", "tier": "gold", "valid_from": "2026-01-01",
+            "valid_to": "2026-09-11"},
+           {"customer_id": "C00027", "country": "JP", "tier": "platinum", "valid_from": "2026-09-11", "valid_to": None}]
+    (env.raw_dir / "customers").mkdir()
+    (env.raw_dir / "customers" / "D-2026-09-25-01.json").write_text(json.dumps({"customers": new}))
+
+    # Independently: days holding a C00027 line whose tier at order time differs between the two versions.
+    expected = set()
+    for day, lines in _lines(env.raw_dir).items():
+        times = _order_times(lines)
+        for line in lines:
+            if line["customer_id"] == "C00027":
+                at = times[line["order_id"]]
+                if _tier_at(old, "C00027", at) != _tier_at(new, "C00027", at):
+                    expected.add(day)
+    stale = _stale(capsys)
+    assert set(stale) == expected and expected == {"2026-09-11", "2026-09-12", "2026-09-15", "2026-09-19"}
+    assert all("dimension batch D-2026-09-25-01" in r[0] for r in stale.values()), stale
+
+    before = state.files(env.published_dir)
+    content = {d: extracts.read(env, d)["sha256"] for d in (f"2026-09-{k:02d}" for k in range(1, 21))}
+    result = run_chain(instance, "2026-09-11", "2026-09-19", BF)
+    assert result.success
+    assert _stale(capsys) == {}
+    after = state.files(env.published_dir)
+    for day in content:
+        name = extracts.file_name(day)
+        sha = extracts.read(env, day)["sha256"]
+        if day in expected:
+            assert sha != content[day] and "platinum" in (env.published_dir / name).read_text(), day
+        elif "2026-09-11" <= day <= "2026-09-19":
+            assert sha == content[day], f"{day}: content unchanged inside the window"
+        else:
+            assert after[name] == before[name], f"{day}: a neighbour outside the window is byte-identical"
+    ledger = state.table_rows(env, "(select partition_date::varchar as d, dimension_batches, seq "
+                                   "from audit.publications)", "d = '2026-09-12'")
+    assert "D-2026-09-25-01" in sorted(ledger, key=lambda r: r[2])[-1][1], "the publication records its dimension"
+
+
+@pytest.mark.parametrize("problem, versions", [
+    ("overlap", [{"customer_id": "C00002", "country": "DE", "tier": "gold", "valid_from": "2026-01-01",
+                  "valid_to": "2026-09-10"},
+                 {"customer_id": "C00002", "country": "DE", "tier": "silver", "valid_from": "2026-09-05",
+                  "valid_to": None}]),
+    ("a gap", [{"customer_id": "C00002", "country": "DE", "tier": "gold", "valid_from": "2026-01-01",
+                "valid_to": "2026-09-10"},
+               {"customer_id": "C00002", "country": "DE", "tier": "silver", "valid_from": "2026-09-12",
+                "valid_to": None}]),
+])
+def test_overlapping_or_gapped_versions_are_refused_naming_batch_and_customer(env, instance, problem,
+                                                                             versions) -> None:
+    _publish_history(instance)
+    (env.raw_dir / "customers").mkdir()
+    path = env.raw_dir / "customers" / "D-bad.json"
+    path.write_text(json.dumps({"customers": versions}))
+    before = state.snapshot(env)
+    result = run_chain(instance, "2026-09-19", "2026-09-19", BF)
+    assert not result.success
+    text = " ".join(e.step_failure_data.user_failure_data.description or "" for e in result.get_step_failure_events()
+                    if e.step_failure_data.user_failure_data)
+    assert str(path) in text and "C00002" in text and problem.split()[-1] in text, text
+    assert state.snapshot(env) == before
+
+
+def _request(raw: Path, request_id: str, **subject: object) -> Path:
+    (raw / "deletions").mkdir(exist_ok=True)
+    path = raw / "deletions" / f"{request_id}.json"
+    path.write_text(json.dumps({"request_id": request_id, "requested_at": "2026-09-25T10:00:00Z",
+                                "reason": "GDPR art. 17", **subject}))
+    return path
+
+
+def test_a_deletion_request_is_applied_everywhere_and_nothing_brings_it_back(env, instance, capsys) -> None:
+    _publish_history(instance)
+    subject = "C00004"
+    raw_lines = _lines(env.raw_dir)
+    days = sorted(d for d, lines in raw_lines.items() if any(x["customer_id"] == subject for x in lines))
+    assert days == ["2026-09-03", "2026-09-18", "2026-09-19", "2026-09-20", NEWEST]
+    _request(env.raw_dir, "DR-0001", customer_id=subject)
+    _request(env.raw_dir, "DR-0002", customer_id="C99999")  # unknown: accepted, affects no day
+    stale = _stale(capsys)
+    assert set(stale) == set(days) and all("deletion request DR-0001" in r[0] for r in stale.values())
+
+    result = run_chain(instance, "2026-09-03", "2026-09-20", BF)
+    assert result.success
+    assert run_chain(instance, NEWEST).success, "the current lane applies the request to the newest day"
+    assert _stale(capsys) == {}
+    for table in ("staged.order_lines", "fact.fct_order_lines", "history.staged_order_lines",
+                  "history.fct_order_lines"):
+        assert state.table_rows(env, table, f"customer_id = '{subject}'") == [], table
+    for day in days:
+        # Controls reconciled explicitly: the latest batch's controls minus the suppressed lines.
+        manifest = json.loads((env.raw_dir / f"partition={day}.json").read_text())["manifest"]["controls"]
+        gone = [x for x in raw_lines[day] if x["customer_id"] == subject]
+        latest = {x["line_id"]: x for x in sorted(gone, key=lambda x: x["source_sequence"])}
+        published = extracts.read(env, day)
+        assert published["controls"][0] == manifest["lines"] - len(latest), day
+        assert published["controls"][3] == pytest.approx(
+            manifest["gmv"] - sum(x["quantity"] * x["unit_price"] for x in latest.values())), day
+        assert published["input"]["requests_applied"] == ["DR-0001"], day
+        assert len(list(env.data_dir.joinpath("published_versions").iterdir())) == 1, "no older extract version"
+
+    # A rollback never restores them: refused for the days the request was applied to.
+    assert cli.main(["rollback", "--from", "2026-09-18", "--to", "2026-09-19", "--reason", "try"]) == 2
+    assert state.table_rows(env, "fact.fct_order_lines", f"customer_id = '{subject}'") == []
+    # A rebuild from raw keeps them out.
+    assert run_chain(instance, "2026-09-03", "2026-09-20", {**BF, "dagster/backfill": "bf-rebuild"}).success
+    assert state.table_rows(env, "fact.fct_order_lines", f"customer_id = '{subject}'") == []
+    ledger = state.table_rows(env, "(select partition_date::varchar as d, requests_applied, seq from "
+                                   "audit.publications)", "d = '2026-09-19'")
+    assert json.loads(sorted(ledger, key=lambda r: r[2])[-1][1]) == ["DR-0001"]
+
+
+@pytest.mark.parametrize("body, problem", [
+    ({"requested_at": "x", "reason": "y", "customer_id": "C1"}, "lacks request_id"),
+    ({"request_id": "DR-9", "requested_at": "x", "reason": "y"}, "exactly one subject"),
+    ({"request_id": "DR-9", "requested_at": "x", "reason": "y", "customer_id": "C1", "line_ids": ["a"]},
+     "exactly one subject"),
+])
+def test_a_malformed_request_is_refused_and_nothing_moves(env, instance, body, problem) -> None:
+    _publish_history(instance)
+    (env.raw_dir / "deletions").mkdir()
+    (env.raw_dir / "deletions" / "DR-9.json").write_text(json.dumps(body))
+    before = state.snapshot(env)
+    result = run_chain(instance, "2026-09-19", "2026-09-19", BF)
+    assert not result.success
+    text = " ".join(e.step_failure_data.user_failure_data.description or "" for e in result.get_step_failure_events()
+                    if e.step_failure_data.user_failure_data)
+    assert "DR-9.json" in text and problem in text, text
+    assert state.snapshot(env) == before
