@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 Series = tuple[list[float | None], list[float]]
 
 
-def before_after_png(days: list[str], panels: dict[str, Series], title: str) -> bytes:
+def before_after_png(days: list[str], panels: dict[str, Series], title: str, dpi: int = 90) -> bytes:
     """One panel per figure (rows, gmv, ...) with bars for now/before and after per partition."""
     fig, axes = plt.subplots(len(panels), 1, figsize=(min(16.0, max(6.0, 0.5 * len(days) + 2)), 2.6 * len(panels)), sharex=True)
     x = range(len(days))
@@ -29,7 +29,7 @@ def before_after_png(days: list[str], panels: dict[str, Series], title: str) -> 
     axes[-1].set_xticklabels(days[::step], rotation=60, ha="right", fontsize=7)
     fig.tight_layout()
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90)
+    fig.savefig(buf, format="png", dpi=dpi)
     plt.close(fig)
     return buf.getvalue()
 

@@ -13,6 +13,7 @@ import duckdb
 from atlasmart_assets import audits, candidates, reference, sql
 from atlasmart_assets.audits import Audit
 from atlasmart_assets.contract import CODE_VERSION, FCT_ORDER_LINES, REVENUE_DAILY, STAGED_ORDER_LINES
+from atlasmart_assets.progress import Progress
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunScope
 from atlasmart_assets.warehouse import flags, ledger
@@ -45,6 +46,9 @@ CHECKS: dict[str, tuple[tuple[str, ...], str]] = {
                                          "or line ids) (blocking)."),
     MART_MATCHES_FACT: (REVENUE_DAILY, "The mart candidate's totals per day equal the fact candidate's (blocking)."),
 }
+
+
+PHASES = (("read", 0.1), ("build", 0.45), ("audit", 0.2), ("publish", 0.25))
 
 
 @dataclass
@@ -175,7 +179,8 @@ def release_window(wh: Warehouse, run_id: str, stats: LockStats | None = None) -
 
 
 def correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool], threads: int | None = None,
-            adjust_staged: Callable[[duckdb.DuckDBPyConnection], None] | None = None) -> Outcome:
+            adjust_staged: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+            log: Callable[[str], None] | None = None) -> Outcome:
     """Build, audit and (if clean) publish the window. Every exit path that did not publish releases the run's
     flags; the scratch database is dropped after a publication and kept for inspection after a refusal.
     `adjust_staged` edits the staged candidate before fact and mart are derived (the audit tests craft bad
@@ -183,6 +188,7 @@ def correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool],
     stats = LockStats()
     run_id = scope.run.run_id
     cfg = wh.settings
+    progress = Progress(log, f"correction {scope.window}", PHASES)
     ref = reference.load(wh)
     if ref.problems:
         return Outcome([ref.audit()], {}, None, {}, stats)
@@ -195,6 +201,8 @@ def correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool],
         finally:
             con.close()
         current = _read_published(wh, scope, stats, need_raw)
+        progress.done("read", f"{len(current)} published day(s) of {len(scope.window.keys)}"
+                      + ("; raw evidence copied from the warehouse" if need_raw else ""))
         con = wh.open_scratch(run_id, threads)
         try:
             if need_raw:
@@ -204,6 +212,7 @@ def correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool],
             if adjust_staged is not None:
                 adjust_staged(con)
             candidates.build(con, scope.window)
+            progress.done("build", f"candidates for {len(scope.window.keys)} day(s)")
             cross_day = _cross_day_duplicates(wh, scope, con, stats)
             suppressed = candidates.suppressed(con, scope.window)
             found, days = audit(scope, con, current, evidence, cfg.shrink_threshold, cross_day, ref, suppressed)
@@ -214,10 +223,14 @@ def correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool],
         finally:
             con.close()
         outcome = Outcome(found, days, None, staged, stats)
+        progress.done("audit", f"{len(found)} audits, {len(outcome.refused)} refusing, "
+                               f"{sum(c.rows for c in days.values()):,} rows")
         if not outcome.refused:
             outcome.publication = publish(wh, wh.scratch_path(run_id), scope.window, scope.run, CODE_VERSION, days,
                                           current, stats=stats)
             wh.drop_scratch(run_id)
+            progress.done("publish", f"publication {outcome.publication.publication_id}, "
+                                     f"{len(outcome.publication.changed)} day(s) changed")
         return outcome
     finally:
         if outcome is None or outcome.publication is None:

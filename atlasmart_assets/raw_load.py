@@ -7,11 +7,12 @@ import datetime as dt
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from atlasmart_assets import raw_files
 from atlasmart_assets.audits import Audit
 from atlasmart_assets.contract import RAW_ORDER_LINES
+from atlasmart_assets.progress import Progress
 from atlasmart_assets.raw_files import Finding, RawFile
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunScope
@@ -77,8 +78,13 @@ def _audits(findings: list[Finding], files: list[RawFile]) -> list[Audit]:
     return out
 
 
-def load(wh: Warehouse, scope: RunScope, threads: int | None = None) -> RawLoad:
+PHASES = (("parse", 0.5), ("profile", 0.3), ("append", 0.2))
+
+
+def load(wh: Warehouse, scope: RunScope, threads: int | None = None,
+         log: Callable[[str], None] | None = None) -> RawLoad:
     """Audit the window's raw files and append those not loaded yet; nothing is written if an audit fails."""
+    progress = Progress(log, f"raw {scope.window}", PHASES)
     stats = LockStats()
     run_id = scope.run.run_id
     con = wh.open_scratch(run_id, threads)
@@ -88,7 +94,10 @@ def load(wh: Warehouse, scope: RunScope, threads: int | None = None) -> RawLoad:
         except raw_files.RawInputError as exc:
             finding = Finding(FILE_READABLE, exc.partition, exc.path, exc.problem)
             return RawLoad(_audits([finding], []), [], {}, [], stats)
+        progress.done("parse", f"{len(files)} batch file(s)")
         figures, findings = raw_files.profile(con, files)
+        progress.done("profile", f"{sum(int(f['records']) for f in figures.values()):,} records, "
+                                 f"{len(findings)} finding(s)")
     finally:
         con.close()
     with wh.reader(stats=stats) as rcon:
@@ -117,6 +126,7 @@ def load(wh: Warehouse, scope: RunScope, threads: int | None = None) -> RawLoad:
                     "semi join loading l on c.partition_date = l.partition_date "
                     "and c.extraction_batch = l.extraction_batch")
                 ledger.record_batches(wcon, [_batch_row(f, run_id) for f in to_load])
+    progress.done("append", f"{len(to_load)} new batch(es) appended")
     return RawLoad(audits, files, figures, sorted({f.partition for f in to_load}), stats)
 
 

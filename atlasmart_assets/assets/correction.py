@@ -7,7 +7,7 @@ from typing import Any, Callable, Iterator
 
 import dagster as dg
 
-from atlasmart_assets import correction
+from atlasmart_assets import capacity, correction
 from atlasmart_assets.assets.common import BACKFILL_POLICY, CODE_VERSION, KINDS, SCRATCH_MAX_AGE_S, check_result, refuse
 from atlasmart_assets.assets.raw import customers, raw_order_lines
 from atlasmart_assets.assets.schemas import FACT_SCHEMA, MART_SCHEMA, STAGED_SCHEMA
@@ -18,18 +18,29 @@ from atlasmart_assets.scope import scope_of_context
 from atlasmart_assets.warehouse.ledger import Publication
 
 
-def _chart(pub: Publication) -> str:
+# One materialization event stays well under 64 KiB: the chart is drawn coarser until it fits.
+MAX_CHART_BYTES = 40 * 1024
+
+
+def _chart(pub: Publication) -> str | None:
     """The change as a markdown-embedded PNG (matplotlib costs a second to import: only changes are drawn)."""
     from atlasmart_assets import chart
 
     days = sorted(pub.after)
     before = [pub.before.get(d) for d in days]
     after = [pub.after[d] for d in days]
-    return chart.markdown_image(chart.before_after_png(days, {
+    panels = {
         "rows": ([b.rows if b else None for b in before], [a.rows for a in after]),
         "gmv": ([b.controls[3] if b else None for b in before], [a.controls[3] for a in after]),
         "cost": ([b.controls[4] if b else None for b in before], [a.controls[4] for a in after]),
-    }, f"Publication {pub.publication_id} ({pub.window}): before vs after"), "rows, gmv and cost before/after")
+    }
+    for dpi in (90, 60, 40):
+        text = chart.markdown_image(chart.before_after_png(days, panels, f"Publication {pub.publication_id} "
+                                                                         f"({pub.window}): before vs after", dpi),
+                                    "rows, gmv and cost before/after")
+        if len(text) <= MAX_CHART_BYTES:
+            return text
+    return None
 
 
 def _day_metadata(pub: Publication, day: str) -> dict[str, Any]:
@@ -81,8 +92,11 @@ def correction_asset(context: dg.AssetExecutionContext,
     scope = scope_of_context(context)
     scope.enforce_fence()
     warehouse.prune_scratch(SCRATCH_MAX_AGE_S)
-    threads = warehouse.settings.backfill_threads if scope.is_backfill else None
-    outcome = correction.correct(warehouse, scope, _is_finished(context.instance), threads)
+    threads = (capacity.backfill_threads(context.instance, warehouse.settings.backfill_threads)
+               if scope.is_backfill else None)
+    context.log.info(f"{scope.window}: {len(scope.window.keys)} day(s), lane {scope.lane}, DuckDB threads "
+                     f"{threads or 'all cores'}")
+    outcome = correction.correct(warehouse, scope, _is_finished(context.instance), threads, log=context.log.info)
     yield from (check_result(a) for a in outcome.audits)
     refuse(str(scope.window), outcome.audits)
     pub = outcome.publication
@@ -95,8 +109,9 @@ def correction_asset(context: dg.AssetExecutionContext,
         context.add_asset_metadata(_day_metadata(pub, day), asset_key=list(FCT_ORDER_LINES), partition_key=day)
         context.add_asset_metadata({"dagster/row_count": _mart_rows(pub, day), "sha256": pub.after[day].sha256},
                                    asset_key=list(REVENUE_DAILY), partition_key=day)
-    if pub.changed:
-        context.add_asset_metadata({"change_chart": dg.MetadataValue.md(_chart(pub))}, asset_key=list(REVENUE_DAILY),
+    image = _chart(pub) if pub.changed else None
+    if image:
+        context.add_asset_metadata({"change_chart": dg.MetadataValue.md(image)}, asset_key=list(REVENUE_DAILY),
                                    partition_key=max(pub.after))
     common = {"window": str(scope.window), "publication_id": pub.publication_id, "code_version": CODE_VERSION,
               "backfill_id": scope.run.backfill_id or "", "changed_partitions": len(pub.changed),

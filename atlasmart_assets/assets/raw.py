@@ -5,7 +5,7 @@ from typing import Iterator
 
 import dagster as dg
 
-from atlasmart_assets import raw_files, raw_load
+from atlasmart_assets import capacity, raw_files, raw_load
 from atlasmart_assets.assets.common import BACKFILL_POLICY, CODE_VERSION, KINDS, check_result, refuse
 from atlasmart_assets.contract import CONTROL_NAMES, OWNERS, RAW_CUSTOMERS, RAW_ORDER_LINES
 from atlasmart_assets.partitions import daily_partitions
@@ -45,8 +45,11 @@ def raw_order_lines(context: dg.AssetExecutionContext,
                     warehouse: Warehouse) -> Iterator[dg.AssetCheckResult | dg.MaterializeResult]:
     scope = scope_of_context(context)
     scope.enforce_fence()
-    threads = warehouse.settings.backfill_threads if scope.is_backfill else None
-    loaded = raw_load.load(warehouse, scope, threads)
+    threads = (capacity.backfill_threads(context.instance, warehouse.settings.backfill_threads)
+               if scope.is_backfill else None)
+    context.log.info(f"{scope.window}: {len(scope.window.keys)} day(s), lane {scope.lane}, DuckDB threads "
+                     f"{threads or 'all cores'}")
+    loaded = raw_load.load(warehouse, scope, threads, log=context.log.info)
     yield from (check_result(a) for a in loaded.audits)
     refuse(str(scope.window), loaded.audits)
     for day, fig in sorted(loaded.figures.items()):
