@@ -5,6 +5,7 @@ from __future__ import annotations
 import dagster as dg
 
 from atlasmart_assets.assets.graph import ASSETS
+from atlasmart_assets.checks.freshness import freshness_job, revenue_daily_newest_partition_fresh
 from atlasmart_assets.checks.published import fct_order_lines_line_id_unique, revenue_daily_totals_match_fact
 from atlasmart_assets.jobs import daily_job, plan_job, rollback_job
 from atlasmart_assets.recovery import recover_on_load
@@ -18,8 +19,9 @@ recover_on_load(warehouse)
 
 defs = dg.Definitions(
     assets=ASSETS,
-    asset_checks=[fct_order_lines_line_id_unique, revenue_daily_totals_match_fact],
-    jobs=[daily_job, rollback_job, plan_job, slo_report],
+    asset_checks=[fct_order_lines_line_id_unique, revenue_daily_totals_match_fact,
+                  revenue_daily_newest_partition_fresh],
+    jobs=[daily_job, rollback_job, plan_job, slo_report, freshness_job],
     schedules=[daily_schedule],
     sensors=sensors,
     resources={WAREHOUSE_KEY: warehouse, **slack_resources},
