@@ -141,10 +141,6 @@ class Saturation:
     breaches: tuple[Breach, ...]
 
     @property
-    def in_progress(self) -> int:
-        return sum(r.ended is None and r.started is not None for r in self.backfill_runs)
-
-    @property
     def current_run_ids(self) -> list[str]:
         return sorted({b.run_id for b in self.breaches})
 

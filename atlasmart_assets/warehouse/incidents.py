@@ -32,10 +32,6 @@ class Incident:
     max_concurrent_runs: int | None
     breaches: tuple[Breach, ...]
 
-    @property
-    def current_run_ids(self) -> list[str]:
-        return sorted({b.run_id for b in self.breaches})
-
 
 _COLUMNS = ("incident_seq", "incident_id", "backfill_id", "backfill_window", "run_id", "metric", "observed_s",
             "objective_s", "run_status", "detected_at", "backfill_run_ids", "backfill_runs_in_progress",
