@@ -24,6 +24,10 @@ class Settings:
     duckdb_memory_limit: str
     backfill_threads: int
     version_grace_s: float
+    freshness_deadline: str = "06:00"
+    slo_queue_wait_s: float = 120.0
+    slo_duration_s: float = 600.0
+    flag_alert_after_s: float = 1800.0
 
     @property
     def warehouse_path(self) -> Path:
@@ -57,7 +61,9 @@ def _as_of(value: str | None) -> dt.date | None:
 
 ENV_NAMES = ("ATLASMART_RAW_DIR", "ATLASMART_DATA_DIR", "ATLASMART_AS_OF", "ATLASMART_START_DATE",
              "ATLASMART_RETAIN_VERSIONS", "ATLASMART_SHRINK_THRESHOLD", "ATLASMART_LOCK_TIMEOUT_S",
-             "ATLASMART_DUCKDB_MEMORY_LIMIT", "ATLASMART_BACKFILL_THREADS", "ATLASMART_VERSION_GRACE_S")
+             "ATLASMART_DUCKDB_MEMORY_LIMIT", "ATLASMART_BACKFILL_THREADS", "ATLASMART_VERSION_GRACE_S",
+             "ATLASMART_FRESHNESS_DEADLINE", "ATLASMART_SLO_QUEUE_WAIT_S", "ATLASMART_SLO_DURATION_S",
+             "ATLASMART_FLAG_ALERT_AFTER_S")
 
 
 def load(overrides: Mapping[str, str | None] | None = None) -> Settings:
@@ -74,4 +80,8 @@ def load(overrides: Mapping[str, str | None] | None = None) -> Settings:
         duckdb_memory_limit=env.get("ATLASMART_DUCKDB_MEMORY_LIMIT", "1GB"),
         backfill_threads=int(env.get("ATLASMART_BACKFILL_THREADS", "1")),
         version_grace_s=float(env.get("ATLASMART_VERSION_GRACE_S", "300")),
+        freshness_deadline=env.get("ATLASMART_FRESHNESS_DEADLINE", "06:00"),
+        slo_queue_wait_s=float(env.get("ATLASMART_SLO_QUEUE_WAIT_S", "120")),
+        slo_duration_s=float(env.get("ATLASMART_SLO_DURATION_S", "600")),
+        flag_alert_after_s=float(env.get("ATLASMART_FLAG_ALERT_AFTER_S", "1800")),
     )

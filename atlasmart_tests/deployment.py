@@ -293,14 +293,37 @@ def run_pids(instance: dg.DagsterInstance, run_id: str) -> set[int]:
             if e.dagster_event and e.dagster_event.pid}
 
 
+def sensor_ticks(instance: dg.DagsterInstance, name: str) -> list[Any]:
+    """Every recorded tick of the sensor `name` (newest first); none before its first tick."""
+    from dagster._core.scheduler.instigation import InstigatorType  # internal: the one way to a sensor's ticks
+
+    states = [s for s in instance.all_instigator_state(instigator_type=InstigatorType.SENSOR)
+              if s.instigator_name == name]
+    return [t for s in states for t in instance.get_ticks(s.instigator_origin_id, s.selector_id, limit=500)]
+
+
+def wait_sensor_ticks(dep: Deployment, name: str, after: float, count: int, timeout_s: float) -> list[Any]:
+    """Until the sensor has completed `count` ticks that started after `after` (epoch seconds)."""
+    with dep.instance() as instance:
+        def done() -> list[Any] | None:
+            ticks = [t for t in sensor_ticks(instance, name)
+                     if t.timestamp > after and t.status.value != "STARTED"]
+            return ticks if len(ticks) >= count else None
+        return dep.wait_for(f"{count} completed tick(s) of {name}", done, timeout_s)
+
+
 @contextlib.contextmanager
-def deployment(tmp: Path, atlasmart_env: Mapping[str, str]) -> Iterator[Deployment]:
-    """Start webserver + daemon on a fresh DAGSTER_HOME holding the repo's dagster.yaml; always torn down."""
+def deployment(tmp: Path, atlasmart_env: Mapping[str, str], dagster_yaml: str | None = None) -> Iterator[Deployment]:
+    """Start webserver + daemon on a fresh DAGSTER_HOME holding the repo's dagster.yaml (or `dagster_yaml`, for a
+    deployment configured differently on purpose); always torn down."""
     home = tmp / "dagster_home"
     logs = tmp / "logs"
     home.mkdir(parents=True)
     logs.mkdir(parents=True)
-    shutil.copy(REPO_ROOT / "dagster.yaml", home / "dagster.yaml")
+    if dagster_yaml is None:
+        shutil.copy(REPO_ROOT / "dagster.yaml", home / "dagster.yaml")
+    else:
+        (home / "dagster.yaml").write_text(dagster_yaml)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ATLASMART_", "DAGSTER_"))}
     env.update(atlasmart_env)
     env["DAGSTER_HOME"] = str(home)

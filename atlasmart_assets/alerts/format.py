@@ -619,3 +619,116 @@ def change_notice_markdown(b: Backfill, changes: Sequence[PartitionChange], neig
         change_table(changes, neighbours),
         "",
     ])
+
+
+# --- the current lane saturated by a backfill; correction flags left behind -----------------------------------
+
+@dataclass(frozen=True)
+class SaturationBreach:
+    """One current-lane run over one objective while the backfill ran."""
+
+    run_id: str
+    metric: str  # "queue_wait" or "duration"
+    observed_s: float
+    objective_s: float
+    status: str
+
+
+@dataclass(frozen=True)
+class Saturation:
+    """A saturation incident as recorded against a backfill (audit.saturation_incidents)."""
+
+    incident_id: str
+    backfill_id: str
+    window: str
+    detected_at: str
+    breaches: Sequence[SaturationBreach]
+    backfill_run_ids: Sequence[str]
+    backfill_runs_in_progress: int
+    backfill_lane_limit: int | None
+    runs_in_progress: int
+    max_concurrent_runs: int | None
+
+
+_METRIC = {"queue_wait": "queue wait", "duration": "duration"}
+
+
+def _seconds(x: float) -> str:
+    return f"{num(x)} s"
+
+
+def breach_line(b: SaturationBreach, links: Links | None = None) -> str:
+    """'abcd1234: duration 45.2 s > objective 0.001 s (STARTED)' — the run linked when links are given."""
+    run = link(links.run(b.run_id), b.run_id[:8]) if links else esc(b.run_id[:8])
+    return (f"{run}: {_METRIC.get(b.metric, esc(b.metric))} {_seconds(b.observed_s)} > objective "
+            f"{_seconds(b.objective_s)} ({esc(b.status)})")
+
+
+def _limit(value: int | None) -> str:
+    return "no limit" if value is None else str(value)
+
+
+def saturation_incident(s: Saturation, links: Links) -> list[Message]:
+    runs = sorted({b.run_id for b in s.breaches})
+    head = (f":rotating_light: *Current lane saturated* during backfill {link(links.backfill(s.backfill_id), s.backfill_id)}"
+            f"{' over *' + esc(s.window) + '*' if s.window else ''}: {len(runs)} current-lane run(s) missed the "
+            "objective while it ran")
+    pairs = [("Backfill runs in progress", f"{s.backfill_runs_in_progress} (backfill lane limit "
+                                           f"{_limit(s.backfill_lane_limit)})"),
+             ("All runs in progress", f"{s.runs_in_progress} of {_limit(s.max_concurrent_runs)} (max_concurrent_runs)"),
+             ("Detected", esc(s.detected_at)), ("Incident", f"`{esc(s.incident_id)}`")]
+    if s.backfill_run_ids:
+        pairs.append(("Backfill run(s)", ", ".join(link(links.run(r), r[:8]) for r in s.backfill_run_ids)))
+    blocks: list[Block] = [_section(head), *_fields(pairs),
+                           *_sections([f"• {breach_line(b, links)}" for b in s.breaches], head="*Missed:*"),
+                           *_context([f"Recorded against the backfill in `audit.saturation_incidents` (the SLO report "
+                                      "lists incidents per backfill). Cap the backfill lane (`dagster/backfill` limit "
+                                      "in dagster.yaml) or run the backfill outside the current load's window; "
+                                      "today's load is late while nothing fails."])]
+    fallback = [f"Current lane saturated during backfill {esc(s.backfill_id)}"
+                f"{' over ' + esc(s.window) if s.window else ''}: "
+                + "; ".join(breach_line(b) for b in s.breaches),
+                f"Backfill: {links.backfill(s.backfill_id)}"]
+    return _messages(fallback, blocks)
+
+
+@dataclass(frozen=True)
+class StaleFlag:
+    """Correction flags one run left behind: its days, when it set them, and what the instance knows of it."""
+
+    run_id: str
+    backfill_id: str | None
+    reason: str | None
+    days: Sequence[str]
+    since: str
+    age_s: float
+    run_status: str | None  # None: the run is unknown to this Dagster instance
+    bound_s: float
+
+
+def _age(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 3600} h {s % 3600 // 60} min" if s >= 3600 else f"{s // 60} min"
+
+
+def stale_flags(f: StaleFlag, view: str, asset: str, links: Links) -> list[Message]:
+    status = esc(f.run_status) if f.run_status else "unknown to this Dagster instance"
+    head = (f":warning: *Correction flag left behind* — {len(f.days)} day(s) *{esc(window_text(f.days))}* still show "
+            f"`correction_in_progress` on `{esc(view)}`, {_age(f.age_s)} after run "
+            f"{link(links.run(f.run_id), f.run_id[:8])} set them; that run is {status}")
+    pairs = [("Days", _days_linked(list(f.days), asset, links)), ("Run", f"{link(links.run(f.run_id), f.run_id[:8])} "
+                                                                      f"({status})"),
+             ("Flagged since", f"{esc(f.since)} ({_age(f.age_s)})"), ("Bound", f"{_age(f.bound_s)} "
+                                                                        "(ATLASMART_FLAG_ALERT_AFTER_S)")]
+    if f.backfill_id:
+        pairs.append(("Backfill", link(links.backfill(f.backfill_id), f.backfill_id)))
+    pairs.append(("Reason", one_line(f.reason) if f.reason else NO_REASON))
+    blocks: list[Block] = [_section(head), *_fields(pairs),
+                           *_sections(["Nothing is correcting these days: readers see a correction in progress that is "
+                                       "not happening. The sensor `atlasmart_clear_correction_flags` clears the flags of "
+                                       "ended runs every 30 s and has not: check that it is running and that its ticks "
+                                       "succeed (a tick fails while another process holds the warehouse). The next run "
+                                       "of the daily job also clears them when it starts."])]
+    fallback = [f"Correction flag left behind — {esc(window_text(f.days))} still flagged {_age(f.age_s)} after run "
+                f"{esc(f.run_id)} ({status}) set it", f"Run: {links.run(f.run_id)}"]
+    return _messages(fallback, blocks)

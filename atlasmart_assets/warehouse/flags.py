@@ -3,6 +3,9 @@ and by the clearing sensor)."""
 
 from __future__ import annotations
 
+import datetime as dt
+from dataclasses import dataclass
+
 import duckdb
 
 from atlasmart_assets.scope import RunInfo
@@ -40,3 +43,23 @@ def held_by(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
                                    "order by partition_date").fetchall():
         out.setdefault(run_id, []).append(day.isoformat())
     return out
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One flagged day: who holds it, since when (UTC) and for how long, on the warehouse's own clock."""
+
+    day: str
+    run_id: str
+    backfill_id: str | None
+    reason: str | None
+    since: dt.datetime
+    age_s: float
+
+
+def aged(con: duckdb.DuckDBPyConnection) -> list[Flag]:
+    """Every flag with its age (the warehouse clock both sides, so the session time zone cancels out)."""
+    rows = con.execute("select partition_date, run_id, backfill_id, reason, timezone('UTC', since::timestamptz), "
+                       "epoch(now()::timestamp) - epoch(since) from audit.corrections_in_progress "
+                       "order by run_id, partition_date").fetchall()
+    return [Flag(d.isoformat(), r, b, why, since, float(age)) for d, r, b, why, since, age in rows]

@@ -10,13 +10,13 @@ from atlasmart_assets.warehouse.connection import transaction
 LEDGER = "audit.schema_migrations"
 
 
-def _has_table(con: duckdb.DuckDBPyConnection, schema: str, table: str) -> bool:
+def has_table(con: duckdb.DuckDBPyConnection, schema: str, table: str) -> bool:
     return bool(con.execute("select count(*) from information_schema.tables where table_schema = $s "
                             "and table_name = $t", {"s": schema, "t": table}).fetchone()[0])
 
 
 def applied(con: duckdb.DuckDBPyConnection) -> set[int]:
-    if not _has_table(con, "audit", "schema_migrations"):
+    if not has_table(con, "audit", "schema_migrations"):
         return set()
     return {r[0] for r in con.execute(f"select version from {LEDGER}").fetchall()}
 
@@ -29,8 +29,8 @@ def pending(con: duckdb.DuckDBPyConnection) -> list[int]:
 def apply(con: duckdb.DuckDBPyConnection) -> list[int]:
     """Apply every pending migration; returns the numbers applied. A warehouse of release 0.1 (schema_version
     table, no migration ledger) already has migration 1."""
-    if not _has_table(con, "audit", "schema_migrations"):
-        baseline = _has_table(con, "audit", "schema_version")
+    if not has_table(con, "audit", "schema_migrations"):
+        baseline = has_table(con, "audit", "schema_version")
         con.execute("create schema if not exists audit")
         con.execute(f"create table {LEDGER} (version integer primary key, name varchar not null, "
                     "applied_at timestamp not null)")
