@@ -9,7 +9,7 @@ from atlasmart_assets.checks.published import fct_order_lines_line_id_unique, re
 from atlasmart_assets.jobs import daily_job, plan_job, rollback_job
 from atlasmart_assets.recovery import recover_on_load
 from atlasmart_assets.resources import WAREHOUSE_KEY, warehouse_resource
-from atlasmart_assets.schedules import daily_schedule
+from atlasmart_assets.schedules import daily_schedule, newest_partition_catch_up
 from atlasmart_assets.sensors import sensors, slack_resources
 from atlasmart_assets.slo import slo_report
 
@@ -21,7 +21,7 @@ defs = dg.Definitions(
     asset_checks=[fct_order_lines_line_id_unique, revenue_daily_totals_match_fact],
     jobs=[daily_job, rollback_job, plan_job, slo_report],
     schedules=[daily_schedule],
-    sensors=sensors,
+    sensors=[newest_partition_catch_up, *sensors],
     resources={WAREHOUSE_KEY: warehouse, **slack_resources},
     executor=dg.in_process_executor,
 )

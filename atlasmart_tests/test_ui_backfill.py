@@ -32,6 +32,7 @@ from atlasmart_tests.deployment import (
     max_concurrent,
     runs,
     wait_backfill_runs,
+    wait_catch_up,
     wait_runs_finished,
 )
 from atlasmart_tests.ui import CHROMIUM, Operator, browser, in_ci
@@ -114,9 +115,10 @@ def test_operator_backfills_history_from_the_ui_and_sees_the_fence(tmp_path: Pat
     print(f"\n[ui] screenshots: {shots}")
 
     with deployment(tmp_path / "deployment", walk_env) as dep:
-        # What the daily lane leaves behind: the newest day published, and raw loaded for history, so the
-        # correction's partitions have their upstream (the UI otherwise warns "Upstream data missing").
-        current = dep.launch_run(JOB, {**CURRENT_LANE_TAGS, "dagster/partition": NEWEST})
+        # What the daily lane leaves behind: the newest day published (by the catch-up sensor of a fresh
+        # deployment: the test launches nothing for it), and raw loaded for history, so the correction's
+        # partitions have their upstream (the UI otherwise warns "Upstream data missing").
+        current = wait_catch_up(dep, NEWEST)
         staged = launch_ranged(dep, [["raw", "order_lines"]], *HISTORY, CURRENT_LANE_TAGS)
         loaded = wait_runs_finished(dep, [current, staged], timeout_s=90)
         assert [r.dagster_run.status.value for r in loaded] == ["SUCCESS", "SUCCESS"], dep.log_tail()
