@@ -6,6 +6,7 @@ from typing import Sequence
 
 import dagster as dg
 
+from atlasmart_assets.alerts.format import figure_lines
 from atlasmart_assets.audits import Audit
 from atlasmart_assets.contract import CODE_VERSION, CONTROL_NAMES
 
@@ -23,8 +24,15 @@ def check_result(audit: Audit) -> dg.AssetCheckResult:
         passed=audit.passed,
         severity=dg.AssetCheckSeverity.ERROR if audit.severity == "ERROR" else dg.AssetCheckSeverity.WARN,
         description=audit.description[:2000],
-        metadata={"figures": dg.MetadataValue.json(audit.figures)},
+        metadata={"figures": dg.MetadataValue.json(audit.figures), "figures_readable": _figures_md(audit.figures)},
     )
+
+
+def _figures_md(figures: object) -> dg.MarkdownMetadataValue:
+    """The figures one line per day or key (controls named, with deltas), for a person; `figures` stays the JSON
+    the alerts read."""
+    lines = figure_lines(figures)
+    return dg.MetadataValue.md("\n".join(f"- {line}" for line in lines) if lines else "(no figures)")
 
 
 def refuse(window: str, audits: list[Audit]) -> None:

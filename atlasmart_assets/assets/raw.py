@@ -11,11 +11,15 @@ from atlasmart_assets.contract import OWNERS, RAW_CUSTOMERS, RAW_ORDER_LINES
 from atlasmart_assets.partitions import daily_partitions
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import scope_of_context
+from atlasmart_assets.settings import load as load_settings
+from atlasmart_assets.assets.schemas import CUSTOMERS_SCHEMA, RAW_SCHEMA
 
 customers = dg.AssetSpec(
     key=list(RAW_CUSTOMERS), group_name="raw", kinds={"json"}, owners=OWNERS,
     description="SCD2 customer dimension (raw/customers.json). Grain: one row per customer version, "
                 "valid_from inclusive, valid_to exclusive.",
+    metadata={"dagster/column_schema": CUSTOMERS_SCHEMA,
+              "file": dg.MetadataValue.path(str(load_settings().raw_dir / "customers.json"))},
 )
 
 
@@ -24,7 +28,7 @@ customers = dg.AssetSpec(
     code_version=CODE_VERSION, kinds=KINDS, owners=OWNERS,
     check_specs=[dg.AssetCheckSpec(name, asset=list(RAW_ORDER_LINES), blocking=True, description=text)
                  for name, text in raw_load.CHECKS.items()],
-    metadata={"dagster/table_name": "raw.order_lines"},
+    metadata={"dagster/table_name": "raw.order_lines", "dagster/column_schema": RAW_SCHEMA},
     description="Order lines as received. Grain: one row per record received; raw files are verified and never "
                 "modified.",
 )
