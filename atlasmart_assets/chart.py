@@ -1,33 +1,102 @@
-"""Rows and gmv per partition, before and after a correction, as a PNG an operator reads at a glance."""
+"""Rows, gmv and cost per partition, before and after a correction, as a PNG an operator reads at a glance.
+
+Per figure two panels: the values before (grey, hollow) and after (blue) on each day — a day without a value is a
+gap, never a 0 — and below them the change (after − before) as bars, red when it fell and green when it rose,
+labelled with its numbers (`435 → 425 (−10)`), so a small correction on a large total is as visible as a big one.
+A day that has no value before is marked "new". The title wraps instead of being cut."""
+
+from __future__ import annotations
 
 import base64
 import io
+import math
+import textwrap
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+Series = tuple[list[float | None], list[float | None]]
 
-Series = tuple[list[float | None], list[float]]
+BEFORE, AFTER, UP, DOWN, NEW = "#8a94a0", "#2f6fde", "#2e8b57", "#c0392b", "#7d3c98"
+MAX_LABELS = 12          # delta labels drawn; beyond that only the largest changes are labelled
+MAX_TICKS = 31
 
 
-def before_after_png(days: list[str], panels: dict[str, Series], title: str, dpi: int = 90) -> bytes:
-    """One panel per figure (rows, gmv, ...) with bars for now/before and after per partition."""
-    fig, axes = plt.subplots(len(panels), 1, figsize=(min(16.0, max(6.0, 0.5 * len(days) + 2)), 2.6 * len(panels)), sharex=True)
-    x = range(len(days))
-    width = 0.4
-    for ax, (label, (now, after)) in zip(axes, panels.items()):
-        ax.bar([i - width / 2 for i in x], [v or 0 for v in now], width, label="published now", color="#9aa5b1")
-        ax.bar([i + width / 2 for i in x], after, width, label="after correction", color="#2f6fde")
+def _num(x: float) -> str:
+    return f"{x:,.0f}" if float(x).is_integer() else f"{x:,.2f}"
+
+
+def _signed(x: float) -> str:
+    return ("+" if x > 0 else "−" if x < 0 else "±") + _num(abs(x))
+
+
+def _nan(values: list[float | None]) -> list[float]:
+    return [math.nan if v is None else float(v) for v in values]
+
+
+def before_after_png(days: list[str], panels: dict[str, Series], title: str,
+                     labels: tuple[str, str] = ("before", "after"), dpi: int = 90) -> bytes:
+    """Per figure (rows, gmv, ...): values before/after per day, then the delta per day, labelled."""
+    n = len(days)
+    width = min(18.0, max(7.0, 0.42 * n + 3))
+    fig = plt.figure(figsize=(width, 3.3 * len(panels) + 0.9), layout="constrained")
+    grid = fig.add_gridspec(2 * len(panels), 1, height_ratios=[2.2, 1.1] * len(panels))
+    x = list(range(n))
+    step = max(1, math.ceil(n / MAX_TICKS))
+    first = None
+    for k, (label, (before, after)) in enumerate(panels.items()):
+        ax = fig.add_subplot(grid[2 * k], sharex=first)
+        first = first or ax
+        dax = fig.add_subplot(grid[2 * k + 1], sharex=first)
+        b, a = _nan(before), _nan(after)
+        # Values: lines break at a missing day (NaN), markers show every known value.
+        ax.plot(x, b, color=BEFORE, linestyle="--", marker="o", markerfacecolor="white", markersize=7,
+                linewidth=1.2, label=labels[0])
+        ax.plot(x, a, color=AFTER, marker="o", markersize=4.5, linewidth=1.6, label=labels[1])
         ax.set_ylabel(label)
         ax.grid(axis="y", alpha=0.3)
-    axes[0].legend(loc="upper right", fontsize=8)
-    axes[0].set_title(title, fontsize=10)
-    step = max(1, len(days) // 30)
-    axes[-1].set_xticks(list(x)[::step])
-    axes[-1].set_xticklabels(days[::step], rotation=60, ha="right", fontsize=7)
-    fig.tight_layout()
+        ax.tick_params(labelbottom=False)
+        ax.margins(y=0.25)
+        # Delta: only days with both values; "new" where there was nothing before.
+        deltas = [(i, ai - bi) for i, (bi, ai) in enumerate(zip(b, a)) if not (math.isnan(bi) or math.isnan(ai))]
+        changed = [(i, d) for i, d in deltas if round(d, 6) != 0]
+        dax.bar([i for i, _ in changed], [d for _, d in changed], width=0.6,
+                color=[UP if d > 0 else DOWN for _, d in changed])
+        dax.axhline(0, color="#444444", linewidth=0.8)
+        dax.set_ylabel(f"Δ {label}")
+        dax.grid(axis="y", alpha=0.3)
+        span = max((abs(d) for _, d in changed), default=1.0)
+        dax.set_ylim(-span * 1.9, span * 1.9)
+        labelled = {i for i, _ in sorted(changed, key=lambda t: -abs(t[1]))[:MAX_LABELS]}
+        # Labels sit on the other side of the zero line from their bar, so no label leaves the panel.
+        for i, d in changed:
+            if i in labelled:
+                dax.annotate(f"{_num(b[i])} → {_num(a[i])}\n({_signed(d)})", (i, 0), xytext=(0, -3 if d > 0 else 3),
+                             textcoords="offset points", ha="center", va="top" if d > 0 else "bottom", fontsize=7.5,
+                             color=UP if d > 0 else DOWN)
+        for i, (bi, ai) in enumerate(zip(b, a)):
+            if math.isnan(bi) and not math.isnan(ai):
+                dax.annotate("new", (i, 0), xytext=(0, 3), textcoords="offset points", ha="center", va="bottom",
+                             fontsize=7, color=NEW)
+            elif math.isnan(ai):
+                dax.annotate("no value", (i, 0), xytext=(0, 3), textcoords="offset points", ha="center",
+                             va="bottom", fontsize=7, color=BEFORE)
+        unchanged = len(deltas) - len(changed)
+        summary = (f"{len(changed)} day(s) changed" + (f", {unchanged} unchanged" if unchanged else "")
+                   if changed else "no change" + (f" on {unchanged} day(s)" if unchanged else ""))
+        dax.text(0.005, 0.97, summary, transform=dax.transAxes, fontsize=7.5, va="top", color="#444444")
+        if k < len(panels) - 1:
+            dax.tick_params(labelbottom=False)
+        if k == 0:
+            ax.legend(loc="upper right", fontsize=8, frameon=False)
+    last = fig.axes[-1]
+    pad = max(0.0, (4 - n) / 2)  # a day or two stay narrow instead of filling the width
+    last.set_xlim(-0.6 - pad, n - 0.4 + pad)
+    last.set_xticks(x[::step])
+    last.set_xticklabels(days[::step], rotation=60 if n > 6 else 0, ha="right" if n > 6 else "center", fontsize=7.5)
+    fig.suptitle(textwrap.fill(title, width=max(40, int(width * 11))), fontsize=10.5)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi)
     plt.close(fig)

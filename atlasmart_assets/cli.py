@@ -7,7 +7,10 @@ import json
 import os
 import sys
 import tempfile
-import uuid
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dagster import DagsterInstance
 
 
 def _lab(args: argparse.Namespace) -> int:
@@ -23,16 +26,45 @@ def _lab(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
-def _rollback(args: argparse.Namespace) -> int:
-    from atlasmart_assets import rollback
-    from atlasmart_assets.resources import Warehouse
+def _instance() -> DagsterInstance:
+    """The instance at DAGSTER_HOME (what `make dev` and the deployment use), so a rollback from the command line
+    is a run like one launched in the UI; without DAGSTER_HOME, an ephemeral instance (and a warning)."""
+    import dagster as dg
 
-    pub = rollback.rollback(Warehouse(), args.start, args.end, args.reason, f"cli-rollback-{uuid.uuid4().hex[:8]}",
-                            args.to_publication)
-    print(json.dumps({"publication_id": pub.publication_id, "window": str(pub.window),
-                      "restored": {d: {"rows": c.rows, "controls": c.controls, "sha256": c.sha256}
-                                   for d, c in pub.after.items()}}, indent=2))
+    if os.environ.get("DAGSTER_HOME"):
+        return dg.DagsterInstance.get()
+    print("atlasmart rollback: DAGSTER_HOME is not set: the rollback run is recorded in a temporary instance, not "
+          "in the one the UI shows (set DAGSTER_HOME, e.g. var/dagster_home as `make dev` does)", file=sys.stderr)
+    return dg.DagsterInstance.ephemeral()
+
+
+def _rollback(args: argparse.Namespace) -> int:
+    """Run `rollback_job`, the job the UI launches, in this process against the instance: the run, its
+    materializations, the change notice and the Slack message follow as for a rollback launched in the UI."""
+    import dagster as dg
+
+    from atlasmart_assets.definitions import defs
+
+    config = {"start": args.start, "end": args.end, "reason": args.reason, "to_publication": args.to_publication}
+    with _instance() as instance:
+        result = defs.resolve_job_def("rollback_job").execute_in_process(
+            instance=instance, raise_on_error=False, tags={"atlasmart/launched_from": "cli"},
+            run_config={"ops": {"rollback_range": {"config": {k: v for k, v in config.items() if v is not None}}}})
+        if not result.success:
+            failures = [e.event_specific_data.error for e in result.all_events
+                        if e.event_type == dg.DagsterEventType.STEP_FAILURE and e.event_specific_data]
+            message = "; ".join(_user_message(err) for err in failures) or "the rollback run failed"
+            raise RuntimeError(f"{message} (run {result.run_id}; nothing was published)")
+        summary = result.output_for_node("rollback_range")
+    print(json.dumps({"run_id": result.run_id, **summary}, indent=2))
     return 0
+
+
+def _user_message(error: Any) -> str:
+    """The innermost cause of a step failure: the operator's error, not Dagster's wrapper."""
+    while getattr(error, "cause", None) is not None:
+        error = error.cause
+    return error.message.strip().splitlines()[-1] if error.message.strip() else error.cls_name
 
 
 def _plan(args: argparse.Namespace) -> int:

@@ -22,7 +22,7 @@ from atlasmart_assets.jobs import (
 )
 from atlasmart_assets.recovery import recover_on_load
 from atlasmart_assets.resources import WAREHOUSE_KEY, warehouse_resource
-from atlasmart_assets.schedules import daily_schedule
+from atlasmart_assets.schedules import daily_schedule, newest_partition_catch_up
 from atlasmart_assets.sensors import sensors, slack_resources
 from atlasmart_assets.slo import slo_report
 
@@ -35,7 +35,7 @@ defs = dg.Definitions(
                   fct_order_lines_published_history_free_of_suppressed_keys, revenue_daily_newest_partition_fresh],
     jobs=[daily_job, rollback_job, plan_job, slo_report, observe_landing_job, suppression_scan_job, freshness_job],
     schedules=[daily_schedule, observe_landing_schedule, suppression_scan_schedule],
-    sensors=sensors,
+    sensors=[newest_partition_catch_up, *sensors],
     resources={WAREHOUSE_KEY: warehouse, **slack_resources},
     executor=dg.in_process_executor,
 )

@@ -1,14 +1,21 @@
 """Jobs: the daily chain (what the schedule runs), the operator's rollback, and the backfill plan."""
 
 
-import dagster as dg
+import json
+from pathlib import Path
+from typing import Any, Iterator
 
-from atlasmart_assets import chart, plan
+import dagster as dg
+from pydantic import Field
+
+from atlasmart_assets import chart, notices, plan
 from atlasmart_assets import rollback as rollback_mod
+from atlasmart_assets.assets.common import controls_table
 from atlasmart_assets.assets.graph import asset_graph
 from atlasmart_assets.checks.freshness import revenue_daily_newest_partition_fresh
-from atlasmart_assets.contract import RAW_CUSTOMERS
+from atlasmart_assets.contract import FCT_ORDER_LINES, RAW_CUSTOMERS, REVENUE_DAILY, STAGED_ORDER_LINES
 from atlasmart_assets.resources import Warehouse
+from atlasmart_assets.warehouse.ledger import Publication
 
 HISTORY_SCAN = dg.AssetCheckKey(dg.AssetKey(["fact", "fct_order_lines"]),
                                 "fct_order_lines_published_history_free_of_suppressed_keys")
@@ -50,26 +57,64 @@ suppression_scan_schedule = dg.ScheduleDefinition(
 
 
 class RollbackConfig(dg.Config):
-    start: str
-    end: str | None = None
-    reason: str
-    to_publication: str | None = None
+    start: str = Field(description="First partition to roll back (YYYY-MM-DD).")
+    end: str | None = Field(default=None, description="Last partition (YYYY-MM-DD); default: start alone.")
+    reason: str = Field(description="Why: recorded in the ledger, the notice and the Slack message.")
+    to_publication: str | None = Field(default=None, description="Restore this publication id; default: one "
+                                                                  "version back per partition.")
 
 
-@dg.op
-def rollback_range(context: dg.OpExecutionContext, config: RollbackConfig, warehouse: Warehouse) -> None:
-    """Restore an earlier publication of every partition in [start, end], in one atomic commit."""
+RESTORED_ASSETS = (STAGED_ORDER_LINES, FCT_ORDER_LINES, REVENUE_DAILY)
+
+
+def _restored_metadata(pub: Publication, day: str, restored_from: str | None, asset: tuple[str, ...],
+                       notice: Path | None) -> dict[str, Any]:
+    """One restored partition's materialization: what readers see now, and which version it is."""
+    after, before = pub.after[day], pub.before.get(day)
+    rows = len(json.loads(after.extract_json)["rows"]) if asset == REVENUE_DAILY else after.rows
+    meta: dict[str, Any] = {
+        "dagster/row_count": rows,
+        "publication_id": pub.publication_id,
+        "kind": "rollback",
+        "restored_from": restored_from or "",
+        "sha256": after.sha256,
+        "sha256_before": before.sha256 if before else "",
+        "controls": controls_table(before.controls if before else None, after.controls),
+    }
+    if notice is not None:
+        meta["change_notice"] = dg.MetadataValue.path(str(notice))
+    return meta
+
+
+@dg.op(out=dg.Out(dict, description="publication_id, window and the restored partitions (rows, controls, sha256)"))
+def rollback_range(context: dg.OpExecutionContext, config: RollbackConfig,
+                   warehouse: Warehouse) -> Iterator[dg.AssetMaterialization | dg.Output]:
+    """Restore an earlier publication of every partition in [start, end], in one atomic commit; record a
+    materialization of staged, fact and mart for each restored partition, so the UI shows the restored version."""
     pub = rollback_mod.rollback(warehouse, config.start, config.end, config.reason, context.run.run_id,
                                 config.to_publication)
     context.log.info(f"rolled back {pub.window}: publication {pub.publication_id}, partitions {pub.changed}")
-    context.log_event(dg.AssetObservation(asset_key=["mart", "revenue_daily"], metadata={
-        "rollback_publication_id": pub.publication_id, "window": str(pub.window),
-        "restored": dg.MetadataValue.json({d: {"rows": c.rows, "controls": c.controls, "sha256": c.sha256}
-                                           for d, c in pub.after.items()})}))
+    with warehouse.reader() as con:
+        restored = dict(con.execute("select partition_date::varchar, restored_from from audit.publications "
+                                    "where publication_id = $p", {"p": pub.publication_id}).fetchall())
+    notice = notices.notice_path(warehouse.settings, pub.publication_id)
+    notice = notice if notice.exists() else None
+    for day in sorted(pub.after):
+        for asset in RESTORED_ASSETS:
+            yield dg.AssetMaterialization(
+                asset_key=list(asset), partition=day,
+                description=f"Rolled back to {restored.get(day)} by {pub.publication_id}: {config.reason}",
+                metadata=_restored_metadata(pub, day, restored.get(day), asset, notice))
+    yield dg.Output({"publication_id": pub.publication_id, "window": str(pub.window),
+                     "notice": str(notice) if notice else None,
+                     "restored": {d: {"rows": c.rows, "controls": c.controls, "sha256": c.sha256,
+                                      "restored_from": restored.get(d)} for d, c in sorted(pub.after.items())}})
 
 
 @dg.job(description="Undo corrections of a range: restores tables and extracts to an earlier publication "
-                    "(default: one version back), recorded in the ledger.")
+                    "(default: one version back), in one commit recorded in the ledger, with a materialization of "
+                    "staged, fact and mart per restored partition and a change notice. The CLI's rollback runs it too.",
+        tags={"atlasmart/kind": "rollback"})
 def rollback_job() -> None:
     rollback_range()
 

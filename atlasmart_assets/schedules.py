@@ -1,11 +1,20 @@
-"""The daily schedule: the newest closed day, in the current lane."""
+"""The current lane's triggers: the daily schedule (the newest closed day at 02:00 UTC) and the catch-up sensor,
+which materializes the newest day as soon as its raw evidence is there and Dagster shows it missing — so a fresh
+deployment (`make dev` on a fresh clone) publishes the newest day within a minute or two, without anyone clicking."""
 
 from __future__ import annotations
 
 import dagster as dg
 
+from atlasmart_assets import partitions
+from atlasmart_assets.contract import CURRENT_LANE_TAGS, PARTITION_TAG, REVENUE_DAILY
 from atlasmart_assets.jobs import daily_job
-from atlasmart_assets.contract import CURRENT_LANE_TAGS
+from atlasmart_assets.resources import WAREHOUSE_KEY, Warehouse
+
+CATCH_UP = "atlasmart_newest_partition_catch_up"
+TRIGGER_TAG = "atlasmart/trigger"
+IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
+             dg.DagsterRunStatus.STARTED]
 
 daily_schedule = dg.build_schedule_from_partitioned_job(
     daily_job,
@@ -15,3 +24,45 @@ daily_schedule = dg.build_schedule_from_partitioned_job(
     default_status=dg.DefaultScheduleStatus.RUNNING,
     description="The newest closed day, in the current lane (tag atlasmart/lane=current, priority 10).",
 )
+
+
+def raw_landed(wh: Warehouse, day: str) -> bool:
+    """The day's first landing batch (`partition=D.json`) or a batch directory (`partition=D/`) is there."""
+    raw = wh.settings.raw_dir
+    return (raw / f"partition={day}.json").exists() or (raw / f"partition={day}").is_dir()
+
+
+def is_materialized(instance: dg.DagsterInstance, day: str) -> bool:
+    """Dagster holds a materialization of the published mart for the day (what the UI shows as not Missing)."""
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(list(REVENUE_DAILY)), asset_partitions=[day]), limit=1)
+    return bool(records.records)
+
+
+def catch_up(context: dg.SensorEvaluationContext, warehouse: Warehouse) -> dg.RunRequest | dg.SkipReason:
+    """One tick: request the newest day in the current lane if it is missing, its evidence has landed, no run of it
+    is in flight, and this sensor has not tried it yet (a failed try is left to the schedule or the operator)."""
+    day = partitions.newest_partition()
+    if is_materialized(context.instance, day):
+        return dg.SkipReason(f"the newest partition {day} is materialized")
+    if not raw_landed(warehouse, day):
+        return dg.SkipReason(f"the newest partition {day} is missing, and its raw evidence has not landed yet "
+                             f"({warehouse.settings.raw_dir}/partition={day}.json)")
+    busy = context.instance.get_runs(dg.RunsFilter(tags={PARTITION_TAG: day}, statuses=IN_FLIGHT), limit=1)
+    if busy:
+        return dg.SkipReason(f"run {busy[0].run_id} of {day} is in flight")
+    tried = context.instance.get_runs(dg.RunsFilter(tags={"dagster/sensor_name": CATCH_UP, PARTITION_TAG: day}),
+                                      limit=1)
+    if tried:
+        return dg.SkipReason(f"catch-up run {tried[0].run_id} of {day} ended {tried[0].status.value}; not retried "
+                             "here: the daily schedule retries at 02:00 UTC, or materialize the day from the UI")
+    return dg.RunRequest(partition_key=day, run_key=f"catch-up-{day}",
+                         tags={**CURRENT_LANE_TAGS, TRIGGER_TAG: "catch_up"})
+
+
+@dg.sensor(name=CATCH_UP, job=daily_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING,
+           required_resource_keys={WAREHOUSE_KEY},
+           description="Materializes the newest closed day in the current lane (atlasmart/lane=current, priority 10) "
+                       "as soon as it is missing and its raw evidence has landed; each tick says why it waits.")
+def newest_partition_catch_up(context: dg.SensorEvaluationContext) -> dg.RunRequest | dg.SkipReason:
+    return catch_up(context, getattr(context.resources, WAREHOUSE_KEY))

@@ -39,6 +39,8 @@ class RunInfo:
     fence_override: str | None = None
     accept_shrink: str | None = None
     requested_by: str | None = None
+    # The operator's own tags (Dagster's `dagster/...` and the named ones above left out), for the change notice.
+    tags: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_tags(cls, run_id: str, tags: Mapping[str, str]) -> "RunInfo":
@@ -46,8 +48,11 @@ class RunInfo:
             value = (tags.get(key) or "").strip()
             return value or None
 
+        named = {BACKFILL_TAG, REASON_TAG, FENCE_OVERRIDE_TAG, ACCEPT_SHRINK_TAG, LANE_TAG, *USER_TAGS}
+        own = tuple(sorted((k, v) for k, v in tags.items()
+                           if k not in named and not k.startswith(("dagster/", ".dagster/"))))
         return cls(run_id, text(BACKFILL_TAG), text(REASON_TAG), text(FENCE_OVERRIDE_TAG), text(ACCEPT_SHRINK_TAG),
-                   next((text(k) for k in USER_TAGS if text(k)), None))
+                   next((text(k) for k in USER_TAGS if text(k)), None), own)
 
 
 def window_from_tags(tags: Mapping[str, str]) -> Window | None:

@@ -332,3 +332,16 @@ def deployment(tmp: Path, atlasmart_env: Mapping[str, str], dagster_yaml: str | 
         yield dep.start()
     finally:
         dep.stop()
+
+
+CATCH_UP_SENSOR = "atlasmart_newest_partition_catch_up"
+
+
+def wait_catch_up(dep: Deployment, partition: str, timeout_s: float = 150) -> str:
+    """The run the catch-up sensor launches for the newest partition on a fresh deployment (the test launches
+    nothing); returns its run id once it exists."""
+    with dep.instance() as instance:
+        def launched() -> str | None:
+            found = runs(instance, {"dagster/sensor_name": CATCH_UP_SENSOR, "dagster/partition": partition})
+            return found[0].dagster_run.run_id if found else None
+        return dep.wait_for(f"the catch-up run of {partition}", launched, timeout_s)

@@ -234,39 +234,10 @@ def test_hostile_values_cannot_ping_or_forge_a_status_line(build) -> None:  # no
     assert "&lt;!channel&gt; urgent *Correction published* fake line" in _shown(messages)
 
 
-def test_hostile_values_cannot_forge_markdown_in_the_change_notice() -> None:
-    b = fmt.Backfill("bf-1", "2026-09-14", ["a/b"], "x\n# Published OK\n| 2026-09-14 | fake |", "<b>eve</b>",
-                     {"t": "[click](http://evil)"})
-    md = fmt.change_notice_markdown(b, CHANGES, NEIGHBOURS, LINKS)
-    assert not any(line.startswith(("# Published", "| 2026-09-14 | fake")) for line in md.splitlines())
-    assert "- Reason: x \\# Published OK \\| 2026-09-14 \\| fake \\|" in md
-    assert "<b>" not in md and "\\[click\\](http://evil)" in md
-    assert "- Backfill: <http://ui.example/runs/b/bf-1>" in md
-
-
-def test_change_notice_shows_before_after_named_deltas_hash_and_neighbours() -> None:
-    md = fmt.change_notice_markdown(BACKFILL, CHANGES, NEIGHBOURS, LINKS)
-    assert ("| 2026-09-14 | 10 → 12 (+2) | lines 10 → 12 (+2), orders 5 → 6 (+1), units 20 → 24 (+4), gmv 690 → 700 "
-            "(+10), cost 60 → 70 (+10), gross_profit 40 → 50 (+10) | [10, 5, 20, 690, 60, 40] | [12, 6, 24, 700, 70, 50] "
-            "| changed aaaaaaaaaaaa → bbbbbbbbbbbb |") in md
-    assert "| 2026-09-15 | 9 → 9 (±0) | none |" in md and "unchanged cccccccccccc" in md
-    assert "- 2026-09-13: unchanged (publication pub-0" in md and "- 2026-09-17: unchanged (never published)" in md
-    assert "content changed: 2026-09-14" in md and "- Tags: ticket=OPS\\-7" not in md and "ticket=OPS-7" in md
-
-
 @pytest.mark.parametrize("given", ["http://127.0.0.1:9/api", "http://127.0.0.1:9/api/", "http://127.0.0.1:9",
                                    "http://127.0.0.1:9/"])
 def test_slack_base_url_accepted_with_or_without_api(given: str) -> None:
     assert api_base_url(given) == "http://127.0.0.1:9/api/"
-
-
-def test_a_hostile_backfill_id_never_becomes_a_path() -> None:
-    from atlasmart_assets.alerts.lifecycle import notice_name
-
-    assert notice_name("bf-20260920-01") == "bf-20260920-01.md"
-    for hostile in ("../../../x/evil", "/etc/passwd", ".hidden", "a b", "x" * 300):
-        name = notice_name(hostile)
-        assert "/" not in name and not name.startswith(".") and name.startswith("id-"), name
 
 
 def test_a_failed_backfill_that_had_published_says_the_publication_stands() -> None:

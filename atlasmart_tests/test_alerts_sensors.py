@@ -417,9 +417,12 @@ def test_lifecycle_threads_follow_ups_under_started_with_windows_links_and_notic
     assert rollback["reply_broadcast"] is True and "undo recheck" in rendered(rollback)
     assert "<http://ui.test/runs/b/bf-redo|bf-redo>" in rendered(rollback)
 
+    # The notice is the one the publish wrote (the sensor links it, it does not write its own).
     notice = (env / "data" / "notices" / "bf-ok.md").read_text()
-    assert "| 2026-09-14 | new " in notice and "- 2026-09-17: unchanged" in notice
-    assert "- 2026-09-13: unchanged (never published)" in notice and "- Tags: ticket=OPS-7" in notice
+    assert "| [2026-09-14](" in notice and "| new " in notice and "- 2026-09-17: **unchanged**" in notice
+    assert "- 2026-09-13: unchanged (never published, before or after)" in notice and "- Tags: ticket=OPS-7" in notice
+    assert "- Requested by: ana" in notice
+    assert "rol-" in rendered(rollback) and "Change notice:" in rendered(rollback), "the rollback links its notice"
 
 
 def test_lifecycle_cursor_written_before_threads_is_honoured(history: dict[str, Any]) -> None:

@@ -29,3 +29,43 @@ def test_lane_tag_is_on_the_schedule_not_the_job() -> None:
     [request] = tick.run_requests
     assert request.partition_key == "2026-09-21", "the schedule materializes the newest closed day"
     assert request.tags[LANE_TAG] == "current" and request.tags["dagster/priority"] == "10"
+
+
+def test_every_asset_and_check_describes_itself() -> None:
+    """Description, kind and owner on every asset; a description on every check (whose asset has kind and owner);
+    a table name and column schema on every table."""
+    graph = defs.resolve_asset_graph()
+    for key in graph.get_all_asset_keys():
+        node = graph.get(key)
+        name = key.to_user_string()
+        assert node.description and "Grain:" in node.description, name
+        assert node.kinds and node.owners == ["team:data-platform"], name
+        assert isinstance(node.metadata.get("dagster/column_schema"), dg.TableSchema), name
+        if node.is_materializable:
+            assert "duckdb" in node.kinds and node.metadata["dagster/table_name"] == name.replace("/", "."), name
+    assert graph.asset_check_keys
+    for check in graph.asset_check_keys:
+        spec = graph.get_check_spec(check)
+        assert spec.description and len(spec.description) > 30, check
+        assert graph.get(check.asset_key).kinds and graph.get(check.asset_key).owners, check
+    described = [*defs.jobs, *defs.sensors, *defs.schedules]
+    assert all(d.description for d in described), [d.name for d in described if not d.description]
+
+
+def test_dg_checks_and_lists_the_definitions() -> None:
+    """`dg` sees the project ([tool.dg] in pyproject.toml) and loads the one Definitions."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    venv = Path(sys.executable).parent.parent
+    env = {**os.environ, "VIRTUAL_ENV": str(venv), "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    dg_cli = str(venv / "bin" / "dg")
+    checked = subprocess.run([dg_cli, "check", "defs"], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert checked.returncode == 0 and "All definitions loaded successfully" in checked.stdout, checked.stderr
+    listed = subprocess.run([dg_cli, "list", "defs", "--json"], cwd=root, env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    assert "fact/fct_order_lines" in listed.stdout and "atlasmart_newest_partition_catch_up" in listed.stdout

@@ -1,5 +1,9 @@
 """Rollback restores the previous publication of a range byte-identical, in one commit, recorded in the ledger."""
 
+import json
+
+import dagster as dg
+
 from atlasmart_assets import cli, lab
 from atlasmart_assets.definitions import defs
 from atlasmart_assets.lab import run_chain
@@ -57,7 +61,7 @@ def test_repeated_rollbacks_step_back_through_history(env, instance) -> None:
     assert cli.main(["rollback", "--from", "2026-09-20", "--reason", "back to the incident",
                      "--to-publication", rows[1][2]]) == 0
     assert state.content(env) == incident
-    assert not list(env.scratch_dir.glob("cli-rollback-*")), "a rollback leaves no scratch behind"
+    assert not list(env.scratch_dir.glob("*.duckdb")), "a rollback leaves no scratch behind"
 
 
 def test_rollback_refuses_partitions_without_history(env, instance) -> None:
@@ -65,3 +69,66 @@ def test_rollback_refuses_partitions_without_history(env, instance) -> None:
     before = state.snapshot(env)
     assert cli.main(["rollback", "--from", "2026-09-20", "--reason", "nothing to undo"]) == 2
     assert state.snapshot(env) == before
+
+
+ASSETS = ("staged/order_lines", "fact/fct_order_lines", "mart/revenue_daily")
+
+
+def _latest(instance: dg.DagsterInstance, asset: str, day: str) -> dg.EventLogRecord:
+    [record] = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset.split("/")), asset_partitions=[day]), limit=1).records
+    return record
+
+
+def _rollback_row(cfg, day: str) -> tuple:
+    rows = sorted(_ledger(cfg, day), key=lambda r: r[-1])
+    assert rows[-1][1] == "rollback"
+    return rows[-1]
+
+
+def _assert_restored_version_shown(instance: dg.DagsterInstance, cfg, run_id: str, day: str) -> None:
+    """Staged, fact and mart each show the rollback's materialization of `day`: its publication, hash, rows."""
+    _, _, pub_id, _, restored_from, _, sha_after, _ = _rollback_row(cfg, day)
+    extract = json.loads((cfg.published_dir / f"partition={day}.json").read_text())
+    for asset in ASSETS:
+        record = _latest(instance, asset, day)
+        meta = record.asset_materialization.metadata
+        assert record.run_id == run_id, asset
+        assert meta["publication_id"].value == pub_id and meta["restored_from"].value == restored_from
+        assert meta["sha256"].value == sha_after == extract["sha256"]
+        rows = len(extract["rows"]) if asset == "mart/revenue_daily" else extract["controls"][0]
+        assert meta["dagster/row_count"].value == rows, asset
+        controls = {r.data["control"]: r.data["after"] for r in meta["controls"].value.records}
+        assert controls["cost"] == 425.0
+    notice = cfg.notices_dir / f"{pub_id}.md"
+    assert notice.exists() and _latest(instance, "fact/fct_order_lines", day).asset_materialization.metadata[
+        "change_notice"].value == str(notice)
+
+
+def test_ui_rollback_records_materializations_of_the_restored_partitions(env, instance) -> None:
+    assert run_chain(instance, "2026-09-19", "2026-09-20").success
+    lab.publish_legacy_incident(Warehouse())
+    result = defs.resolve_job_def("rollback_job").execute_in_process(
+        instance=instance,
+        run_config={"ops": {"rollback_range": {"config": {"start": "2026-09-20", "reason": "undo the incident"}}}})
+    assert result.success
+    _assert_restored_version_shown(instance, env, result.run_id, "2026-09-20")
+    assert _latest(instance, "fact/fct_order_lines", "2026-09-19").run_id != result.run_id, "only the window"
+
+
+def test_cli_rollback_is_a_run_of_rollback_job_in_the_instance(env, instance, capsys) -> None:
+    assert run_chain(instance, "2026-09-19", "2026-09-20").success
+    lab.publish_legacy_incident(Warehouse())
+    capsys.readouterr()
+    assert cli.main(["rollback", "--from", "2026-09-20", "--reason", "undo the incident"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    run = instance.get_run_by_id(printed["run_id"])
+    assert run is not None and run.job_name == "rollback_job" and run.is_success
+    assert run.tags["atlasmart/launched_from"] == "cli"
+    assert printed["restored"]["2026-09-20"]["controls"][4] == 425
+    _assert_restored_version_shown(instance, env, run.run_id, "2026-09-20")
+    # A refused rollback is a failed run of the same job, and the command says why.
+    assert cli.main(["rollback", "--from", "2026-09-19", "--reason", "nothing earlier"]) == 2
+    assert "partition 2026-09-19 shows its first publication" in capsys.readouterr().err
+    failed = instance.get_runs(dg.RunsFilter(job_name="rollback_job", statuses=[dg.DagsterRunStatus.FAILURE]))
+    assert len(failed) == 1

@@ -1,4 +1,5 @@
-"""Issue 8: the operator's path in a real browser — a backfill launched from the Dagster UI, and the fence seen there.
+"""Issues 8 and 16: the operator's path in a real browser — a backfill launched from the Dagster UI, the fence seen
+there, and a rollback from the command line seen on the restored partition (with its change notice).
 
 Grain: one deployment (dagster-webserver + dagster-daemon, the repo's dagster.yaml) on a copy of the shipped raw,
 one headless chromium driven by Playwright. Screenshots land in tmp_path/screenshots (the path is printed).
@@ -10,6 +11,8 @@ import datetime as dt
 import json
 import re
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -21,6 +24,8 @@ from playwright.sync_api import expect
 
 from atlasmart_assets.contract import CONTROL_NAMES
 from atlasmart_assets.contract import CURRENT_LANE_TAGS
+from atlasmart_assets.lab import publish_legacy_incident
+from atlasmart_assets.resources import Warehouse
 from atlasmart_tests.deployment import (
     FINISHED,
     LAUNCH_RUN,
@@ -32,6 +37,7 @@ from atlasmart_tests.deployment import (
     max_concurrent,
     runs,
     wait_backfill_runs,
+    wait_catch_up,
     wait_runs_finished,
 )
 from atlasmart_tests.ui import CHROMIUM, Operator, browser, in_ci
@@ -52,6 +58,8 @@ HISTORY = ("2026-09-16", "2026-09-20")      # historical: ends the day before th
 REACHES_NEWEST = ("2026-09-19", NEWEST)
 REASON = "issue-8 UI walk: republish 16-20 Sep"
 FENCED_REASON = "issue-8 UI walk: reaches the newest day"
+ROLLED_BACK = "2026-09-20"
+ROLLBACK_REASON = "issue-16 UI walk: undo the legacy republication of 20 Sep"
 
 
 def days(first: str, last: str) -> list[str]:
@@ -71,6 +79,14 @@ def launch_ranged(dep: Deployment, asset_paths: Sequence[Sequence[str]], first: 
     if result["__typename"] != "LaunchRunSuccess":
         raise DeploymentError(f"launchRun refused: {result}")
     return result["run"]["runId"]
+
+
+def rollback_from_cli(dep: Deployment, day: str, reason: str) -> dict[str, Any]:
+    """`atlasmart rollback` with the deployment's environment (its DAGSTER_HOME and data dir); its JSON summary."""
+    done = subprocess.run([str(Path(sys.executable).parent / "atlasmart"), "rollback", "--from", day, "--reason", reason],
+                          env=dep.env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout[done.stdout.index("{"):])
 
 
 def raw_controls(raw_dir: Path, partition: str) -> list[float]:
@@ -114,9 +130,10 @@ def test_operator_backfills_history_from_the_ui_and_sees_the_fence(tmp_path: Pat
     print(f"\n[ui] screenshots: {shots}")
 
     with deployment(tmp_path / "deployment", walk_env) as dep:
-        # What the daily lane leaves behind: the newest day published, and raw loaded for history, so the
-        # correction's partitions have their upstream (the UI otherwise warns "Upstream data missing").
-        current = dep.launch_run(JOB, {**CURRENT_LANE_TAGS, "dagster/partition": NEWEST})
+        # What the daily lane leaves behind: the newest day published (by the catch-up sensor of a fresh
+        # deployment: the test launches nothing for it), and raw loaded for history, so the correction's
+        # partitions have their upstream (the UI otherwise warns "Upstream data missing").
+        current = wait_catch_up(dep, NEWEST)
         staged = launch_ranged(dep, [["raw", "order_lines"]], *HISTORY, CURRENT_LANE_TAGS)
         loaded = wait_runs_finished(dep, [current, staged], timeout_s=90)
         assert [r.dagster_run.status.value for r in loaded] == ["SUCCESS", "SUCCESS"], dep.log_tail()
@@ -148,10 +165,27 @@ def test_operator_backfills_history_from_the_ui_and_sees_the_fence(tmp_path: Pat
 
             op.open_partitions(FACT)
             op.shot("fact-partitions-after")
+
+            # Undo from the command line: the legacy pipeline republishes one day without audits (cost 435), the
+            # operator runs `atlasmart rollback` against the deployment's instance, and the UI shows the restored
+            # version on the partition: the same rollback_job run a UI launch makes.
+            ledger = ledger_rows(data_dir / "warehouse.duckdb", *HISTORY)  # what the backfill recorded
+            publish_legacy_incident(Warehouse(raw_dir=str(raw_dir), data_dir=str(data_dir)))
+            rolled = rollback_from_cli(dep, ROLLED_BACK, ROLLBACK_REASON)
+            op.open(f"/assets/{FACT}?view=partitions&partition={ROLLED_BACK}")
+            expect(op.page.get_by_text(rolled["publication_id"]).first).to_be_visible(timeout=60_000)
+            op.shot("restored-partition")
+            op.open(f"/runs/{rolled['run_id']}")
+            expect(op.page.get_by_text("rollback_job").first).to_be_visible()
+            op.shot("rollback-run")
         t_walked = time.monotonic()
 
         with dep.instance() as instance:
             every_backfill_run = [r for r in runs(instance) if "dagster/backfill" in r.dagster_run.tags]
+            rollback_run = instance.get_run_by_id(rolled["run_id"])
+            restored = instance.fetch_materializations(
+                dg.AssetRecordsFilter(asset_key=dg.AssetKey(FACT.split("/")), asset_partitions=[ROLLED_BACK]),
+                limit=1).records
 
     # The runs: one per backfill (single_run policy), launched from the UI with the reason, and never two at once.
     assert len(backfill_runs) == 1 and len(fenced_runs) == 1
@@ -171,7 +205,6 @@ def test_operator_backfills_history_from_the_ui_and_sees_the_fence(tmp_path: Pat
     for day in days(*HISTORY):
         doc = json.loads((data_dir / "published" / f"partition={day}.json").read_text())
         assert doc["controls"] == pytest.approx(raw_controls(raw_dir, day)), day
-    ledger = ledger_rows(data_dir / "warehouse.duckdb", *HISTORY)
     assert [r["partition"] for r in ledger] == days(*HISTORY)
     assert all(r["backfill_id"] == backfill and r["reason"] == REASON for r in ledger), ledger
     assert all(json.loads(r["controls_after"]) == pytest.approx(raw_controls(raw_dir, r["partition"]))
@@ -182,6 +215,19 @@ def test_operator_backfills_history_from_the_ui_and_sees_the_fence(tmp_path: Pat
     assert [r["backfill_id"] for r in ledger_rows(data_dir / "warehouse.duckdb", NEWEST, NEWEST)] == [None]
     assert not list((data_dir / "scratch").glob(f"{fenced_run.dagster_run.run_id}*"))
     assert newest_extract.read_bytes() == newest_before
+
+    # The rollback: a run of rollback_job in the deployment's instance, the partition's latest materialization,
+    # cost back to 425 in the extract, and its notice with the figures and the neighbours proven unchanged.
+    assert rollback_run is not None and rollback_run.job_name == "rollback_job" and rollback_run.is_success
+    assert rollback_run.tags["atlasmart/launched_from"] == "cli"
+    assert restored and restored[0].run_id == rolled["run_id"]
+    assert restored[0].asset_materialization.metadata["publication_id"].value == rolled["publication_id"]
+    assert json.loads((data_dir / "published" / f"partition={ROLLED_BACK}.json").read_text())["controls"] == \
+        pytest.approx(raw_controls(raw_dir, ROLLED_BACK))
+    notice = Path(rolled["notice"]).read_text()
+    assert notice.startswith(f"# Rollback notice — publication {rolled['publication_id']}")
+    assert "cost 435 → 425 (-10)" in notice
+    assert "- 2026-09-19: **unchanged**" in notice and f"- {NEWEST}: **unchanged**" in notice
 
     first, second = sorted([run, fenced_run], key=lambda r: r.start_time or 0)
     queued_together = second.create_timestamp.timestamp() < (first.end_time or 0)

@@ -1,4 +1,4 @@
-"""Slack messages (Block Kit blocks plus a plain-text fallback) and the markdown change notice, as pure functions
+"""Slack messages (Block Kit blocks plus a plain-text fallback), as pure functions
 of plain values: one function per kind of message.
 
 Every value that comes from a tag, a check, an error or a file is escaped before it reaches Slack (`&`, `<`,
@@ -558,7 +558,7 @@ def backfill_published(b: Backfill, changes: Sequence[PartitionChange], neighbou
 
 
 def rolled_back(run_id: str, reason: str | None, changes: Sequence[PartitionChange], undone: Sequence[str],
-                asset: str, links: Links) -> list[Message]:
+                asset: str, links: Links, notice: str = "") -> list[Message]:
     window = window_text(c.partition for c in changes) or "nothing"
     undone_text = ", ".join(link(links.backfill(b), b) for b in undone) or "an earlier publication"
     head = (f":rewind: *Rolled back* {esc(window)} — undoes {undone_text}; the previous publication is current "
@@ -567,58 +567,11 @@ def rolled_back(run_id: str, reason: str | None, changes: Sequence[PartitionChan
                                                      ("Run", link(links.run(run_id), run_id[:8]))])]
     if changes:
         blocks += _sections([change_line(c, asset, links) for c in changes], head="*Restored:*")
+    if notice:
+        blocks += _context([_notice_line(notice)])
     fallback = [f"Rolled back {esc(window)} — undoes {', '.join(esc(b) for b in undone) or 'an earlier publication'}",
                 f"Reason: {one_line(reason) if reason else NO_REASON}", f"Run: {links.run(run_id)}"]
     return _messages(fallback, blocks)
-
-
-# --- the change notice file (markdown) ------------------------------------------------------------------------
-
-def change_table(changes: Sequence[PartitionChange], neighbours: Sequence[Neighbour]) -> str:
-    """The change notice body in markdown: per partition before → after, then the neighbours left alone."""
-    lines = ["| partition | rows before → after | controls changed | controls before | controls after | hash "
-             "| publication |", "|---|---|---|---|---|---|---|"]
-    for c in changes:
-        moved = ", ".join(control_deltas(c.controls_before, c.controls_after)) or "none"
-        hash_text = (f"changed {(c.sha256_before or '—')[:12]} → {c.sha256_after[:12]}" if c.changed
-                     else f"unchanged {c.sha256_after[:12]}")
-        lines.append(f"| {md(c.partition)} | {delta(c.rows_before, c.rows_after)} | {moved} "
-                     f"| {_controls(c.controls_before)} | {_controls(c.controls_after)} | {hash_text} "
-                     f"| {md(c.publication_id)} |")
-    if neighbours:
-        lines += ["", "Neighbouring partitions:", ""]
-        for n in neighbours:
-            state = "unchanged" if n.unchanged else "CHANGED by this correction"
-            pub = (f"publication {md(n.publication_id)}, sha256 {(n.sha256 or '')[:12]}" if n.publication_id
-                   else "never published")
-            lines.append(f"- {md(n.partition)}: {state} ({pub})")
-    return "\n".join(lines)
-
-
-def _controls(c: Sequence[float] | None) -> str:
-    return "—" if c is None else "[" + ", ".join(num(x) for x in c) + "]"
-
-
-def change_notice_markdown(b: Backfill, changes: Sequence[PartitionChange], neighbours: Sequence[Neighbour],
-                           links: Links) -> str:
-    changed = [c.partition for c in changes if c.changed]
-    tags = ", ".join(f"{md(k)}={md(v)}" for k, v in sorted(b.tags.items()))
-    who = md(b.requested_by) if b.requested_by else (f"no user tag — reason: {md(b.reason)}" if b.reason
-                                                     else "no user tag, no reason")
-    return "\n".join([
-        f"# Change notice — backfill {md(b.backfill_id)}",
-        "",
-        f"- Window: {md(b.window)}",
-        f"- Backfill: <{links.backfill(b.backfill_id)}>",
-        f"- Assets: {', '.join(md(a) for a in b.assets) or 'all selected'}",
-        f"- Reason: {md(b.reason) if b.reason else NO_REASON}",
-        f"- Requested by: {who}",
-        *([f"- Tags: {tags}"] if tags else []),
-        f"- Partitions republished: {len(changes)}; content changed: {md(window_text(changed)) or 'none'}",
-        "",
-        change_table(changes, neighbours),
-        "",
-    ])
 
 
 # --- the current lane saturated by a backfill; correction flags left behind -----------------------------------

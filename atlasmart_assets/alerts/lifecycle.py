@@ -1,5 +1,6 @@
-"""Backfill lifecycle notices, each sent once per backfill: started, then published (with the change notice,
-also written to <data>/notices/<backfill_id>.md) or failed; and one notice per rollback run.
+"""Backfill lifecycle notices, each sent once per backfill: started, then published (linking the change notice the
+publish wrote to <data>/notices/<backfill_id>.md, see notices.py) or failed; and one notice per rollback run
+(linking <data>/notices/<publication_id>.md).
 
 "Started" opens a thread: its `ts` is kept in the cursor and in the key-value store (for the check and run
 sensors, which post a backfill's failures as replies there); the outcome and a rollback of the backfill are
@@ -13,14 +14,13 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import hashlib
 import json
-import re
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import dagster as dg
 
+from atlasmart_assets import notices
 from atlasmart_assets.alerts import common
 from atlasmart_assets.alerts import format as fmt
 from atlasmart_assets.alerts.common import SLACK_KEY, skip_unless_configured, window_keys
@@ -36,7 +36,6 @@ READERS_VIEW = "mart.revenue_daily_v"
 PUBLISHED_ASSET = "mart/revenue_daily"
 KEEP_ROLLBACKS = 500
 LEDGER_LOCK_TIMEOUT_S = 20.0
-SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 # "user" is the tag Dagster's UI puts on what a signed-in user launches (dagster._core.storage.tags.USER_TAG).
 USER_TAGS = ("user", "dagster/user", "atlasmart/requested_by", "requested_by")
 FAILED_BACKFILL = {"FAILED", "COMPLETED_FAILED", "CANCELED"}
@@ -93,21 +92,15 @@ def undone_backfills(wh: Warehouse, changes: Sequence[fmt.PartitionChange]) -> l
     return sorted(r[0] for r in rows)
 
 
-def notice_name(identifier: str) -> str:
-    """A file name for a notice: the backfill or publication id when it is a safe name, else a digest of it
-    (an id comes from a tag, and a tag like `../../x/evil` must never become a path)."""
-    if SAFE_NAME.match(identifier) and not identifier.startswith("."):
-        return f"{identifier}.md"
-    return f"id-{hashlib.sha256(identifier.encode()).hexdigest()[:16]}.md"
-
-
-def write_notice(wh: Warehouse, backfill_id: str, text: str) -> Path:
-    path = wh.settings.notices_dir / notice_name(backfill_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".md.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-    return path
+def notice_file(wh: Warehouse, identifier: str, publication_id: str, info: fmt.Backfill | None = None) -> Path | None:
+    """The change notice the publish wrote (`notices.py`); written here only if it is missing (a run killed between
+    the swap and the notice), from the same ledger rows and formatter."""
+    path = notices.notice_path(wh.settings, identifier)
+    if path.exists():
+        return path
+    with _reader(wh) as con:
+        return notices.write_for(con, wh.settings, publication_id, info.backfill_id if info else None,
+                                 tags=info.tags if info else None, requested_by=info.requested_by if info else None)
 
 
 def _asset_backfill_keys(record: Any, asset_graph: Any) -> list[str]:
@@ -226,7 +219,7 @@ def _notices(context: dg.SensorEvaluationContext, slack: AtlasSlack, state: dict
         if outcome == "published":
             changes = ledger_changes(wh, "backfill_id", backfill_id, "publish")
             around = neighbours(wh, changes, backfill_id)
-            path = write_notice(wh, backfill_id, fmt.change_notice_markdown(info, changes, around, links)) if changes else None
+            path = notice_file(wh, backfill_id, changes[-1].publication_id, info) if changes else None
             where = slack.notice_location(path) if path else ""
             messages = fmt.backfill_published(info, changes, around, where, PUBLISHED_ASSET, links)
         else:
@@ -248,8 +241,9 @@ def _notices(context: dg.SensorEvaluationContext, slack: AtlasSlack, state: dict
         reason = run.run_config.get("ops", {}).get("rollback_range", {}).get("config", {}).get("reason")
         undone = undone_backfills(wh, changes)
         thread = next((ts for b in undone if (ts := _entry(seen.get(b, {})).get("ts"))), None)
+        path = notice_file(wh, changes[0].publication_id, changes[0].publication_id) if changes else None
         yield Notice(f"rollback:{run.run_id}", fmt.rolled_back(run.run_id, reason, changes, undone, PUBLISHED_ASSET,
-                                                              links),
+                                                              links, slack.notice_location(path) if path else ""),
                      lambda _ts, r=run.run_id: noticed.append(r), thread, broadcast=True)
 
 

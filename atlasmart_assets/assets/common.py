@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import dagster as dg
 
+from atlasmart_assets.alerts.format import figure_lines
 from atlasmart_assets.audits import Audit
-from atlasmart_assets.contract import CODE_VERSION
+from atlasmart_assets.contract import CODE_VERSION, CONTROL_NAMES
 
 BACKFILL_POLICY = dg.BackfillPolicy.single_run()
 SCRATCH_MAX_AGE_S = 24 * 3600
 KINDS = {"duckdb"}
 
-__all__ = ["BACKFILL_POLICY", "CODE_VERSION", "KINDS", "SCRATCH_MAX_AGE_S", "check_result", "refuse"]
+__all__ = ["BACKFILL_POLICY", "CODE_VERSION", "KINDS", "SCRATCH_MAX_AGE_S", "check_result", "controls_table", "refuse"]
 
 
 def check_result(audit: Audit) -> dg.AssetCheckResult:
@@ -21,8 +24,15 @@ def check_result(audit: Audit) -> dg.AssetCheckResult:
         passed=audit.passed,
         severity=dg.AssetCheckSeverity.ERROR if audit.severity == "ERROR" else dg.AssetCheckSeverity.WARN,
         description=audit.description[:2000],
-        metadata={"figures": dg.MetadataValue.json(audit.figures)},
+        metadata={"figures": dg.MetadataValue.json(audit.figures), "figures_readable": _figures_md(audit.figures)},
     )
+
+
+def _figures_md(figures: object) -> dg.MarkdownMetadataValue:
+    """The figures one line per day or key (controls named, with deltas), for a person; `figures` stays the JSON
+    the alerts read."""
+    lines = figure_lines(figures)
+    return dg.MetadataValue.md("\n".join(f"- {line}" for line in lines) if lines else "(no figures)")
 
 
 def refuse(window: str, audits: list[Audit]) -> None:
@@ -33,3 +43,20 @@ def refuse(window: str, audits: list[Audit]) -> None:
             description=f"Not published ({window}): " + " | ".join(f"{a.check}: {a.description}" for a in blocking),
             metadata={"failed_audits": [a.check for a in blocking]},
         )
+
+
+CONTROLS_SCHEMA = dg.TableSchema(columns=[
+    dg.TableColumn("control", "string"), dg.TableColumn("before", "float", "as published before (blank: none)"),
+    dg.TableColumn("after", "float"), dg.TableColumn("delta", "float", "after - before (blank: no before)"),
+])
+
+
+def controls_table(before: Sequence[float] | None, after: Sequence[float]) -> dg.TableMetadataValue:
+    """A day's six controls as a table a person reads in the UI: control, before, after, delta."""
+    rows = []
+    for i, name in enumerate(CONTROL_NAMES):
+        b = float(before[i]) if before is not None and i < len(before) else None
+        a = float(after[i])
+        rows.append(dg.TableRecord({"control": name, "before": b, "after": a,
+                                    "delta": None if b is None else round(a - b, 4)}))
+    return dg.MetadataValue.table(rows, schema=CONTROLS_SCHEMA)

@@ -8,13 +8,24 @@ from typing import Any, Callable, Iterator
 import dagster as dg
 
 from atlasmart_assets import capacity, correction
-from atlasmart_assets.assets.common import BACKFILL_POLICY, CODE_VERSION, KINDS, SCRATCH_MAX_AGE_S, check_result, refuse
+from atlasmart_assets.assets.common import (
+    BACKFILL_POLICY,
+    CODE_VERSION,
+    KINDS,
+    SCRATCH_MAX_AGE_S,
+    check_result,
+    controls_table,
+    refuse,
+)
 from atlasmart_assets.assets.raw import customers, raw_order_lines
 from atlasmart_assets.assets.schemas import FACT_SCHEMA, MART_SCHEMA, STAGED_SCHEMA
 from atlasmart_assets.contract import FCT_ORDER_LINES, OWNERS, REVENUE_DAILY, STAGED_ORDER_LINES
+from atlasmart_assets.extracts import file_name
+from atlasmart_assets.notices import notice_path
 from atlasmart_assets.partitions import daily_partitions
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import scope_of_context
+from atlasmart_assets.settings import Settings
 from atlasmart_assets.warehouse.ledger import Publication
 
 
@@ -43,18 +54,20 @@ def _chart(pub: Publication) -> str | None:
     return None
 
 
-def _day_metadata(pub: Publication, day: str) -> dict[str, Any]:
-    """What one partition's materialization carries: its own figures only."""
+def _day_metadata(pub: Publication, day: str, cfg: Settings) -> dict[str, Any]:
+    """What one partition's materialization carries: its own figures only, as a person reads them in the UI."""
     after, before = pub.after[day], pub.before.get(day)
     return {
         "dagster/row_count": after.rows,
         "rows_before": dg.MetadataValue.int(before.rows) if before else "first publication",
-        "controls": dg.MetadataValue.json(after.controls),
-        "controls_before": dg.MetadataValue.json(before.controls if before else None),
+        "controls": controls_table(before.controls if before else None, after.controls),
         "sha256": after.sha256,
+        "sha256_before": before.sha256 if before else "",
         "changed": day in pub.changed,
+        "publication_id": pub.publication_id,
         "input_sha256": after.input_sha256 or "",
         "source_high_sequence": dg.MetadataValue.int(after.source_high_sequence or 0),
+        "extract": dg.MetadataValue.path(str(cfg.published_dir / file_name(day))),
     }
 
 
@@ -101,14 +114,19 @@ def correction_asset(context: dg.AssetExecutionContext,
     refuse(str(scope.window), outcome.audits)
     pub = outcome.publication
     assert pub is not None
+    cfg = warehouse.settings
+    path = notice_path(cfg, scope.run.backfill_id or pub.publication_id)
+    notice = {"change_notice": dg.MetadataValue.path(str(path))} if path.exists() else {}
     for day in sorted(pub.after):
         staged = outcome.staged.get(day, {"rows": 0, "unresolved_customers": 0})
         context.add_asset_metadata({"dagster/row_count": staged["rows"],
                                     "unresolved_customers": staged["unresolved_customers"]},
                                    asset_key=list(STAGED_ORDER_LINES), partition_key=day)
-        context.add_asset_metadata(_day_metadata(pub, day), asset_key=list(FCT_ORDER_LINES), partition_key=day)
-        context.add_asset_metadata({"dagster/row_count": _mart_rows(pub, day), "sha256": pub.after[day].sha256},
-                                   asset_key=list(REVENUE_DAILY), partition_key=day)
+        context.add_asset_metadata(_day_metadata(pub, day, cfg), asset_key=list(FCT_ORDER_LINES), partition_key=day)
+        context.add_asset_metadata({"dagster/row_count": _mart_rows(pub, day), "sha256": pub.after[day].sha256,
+                                    "publication_id": pub.publication_id,
+                                    "extract": dg.MetadataValue.path(str(cfg.published_dir / file_name(day))),
+                                    **notice}, asset_key=list(REVENUE_DAILY), partition_key=day)
     image = _chart(pub) if pub.changed else None
     if image:
         context.add_asset_metadata({"change_chart": dg.MetadataValue.md(image)}, asset_key=list(REVENUE_DAILY),
@@ -117,7 +135,7 @@ def correction_asset(context: dg.AssetExecutionContext,
               "backfill_id": scope.run.backfill_id or "", "changed_partitions": len(pub.changed),
               "publish_lock_hold_s": round(pub.lock_hold_s, 3), **outcome.stats.figures()}
     for key in (STAGED_ORDER_LINES, FCT_ORDER_LINES, REVENUE_DAILY):
-        yield dg.MaterializeResult(asset_key=list(key), metadata=common)
+        yield dg.MaterializeResult(asset_key=list(key), metadata={**common, **notice})
 
 
 def _mart_rows(pub: Publication, day: str) -> int:

@@ -11,6 +11,8 @@ from atlasmart_assets.contract import CONTROL_NAMES, OWNERS, RAW_CUSTOMERS, RAW_
 from atlasmart_assets.partitions import daily_partitions
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import scope_of_context
+from atlasmart_assets.settings import load as load_settings
+from atlasmart_assets.assets.schemas import CUSTOMERS_SCHEMA, RAW_SCHEMA
 
 @dg.observable_source_asset(
     key=["raw", "landing_batches"], group_name="raw", partitions_def=daily_partitions, owners=OWNERS,
@@ -29,6 +31,8 @@ customers = dg.AssetSpec(
     key=list(RAW_CUSTOMERS), group_name="raw", kinds={"json"}, owners=OWNERS,
     description="SCD2 customer dimension (raw/customers.json). Grain: one row per customer version, "
                 "valid_from inclusive, valid_to exclusive.",
+    metadata={"dagster/column_schema": CUSTOMERS_SCHEMA,
+              "file": dg.MetadataValue.path(str(load_settings().raw_dir / "customers.json"))},
 )
 
 
@@ -37,7 +41,7 @@ customers = dg.AssetSpec(
     code_version=CODE_VERSION, kinds=KINDS, owners=OWNERS, deps=[landing_batches],
     check_specs=[dg.AssetCheckSpec(name, asset=list(RAW_ORDER_LINES), blocking=True, description=text)
                  for name, text in raw_load.CHECKS.items()],
-    metadata={"dagster/table_name": "raw.order_lines"},
+    metadata={"dagster/table_name": "raw.order_lines", "dagster/column_schema": RAW_SCHEMA},
     description="Order lines as received. Grain: one row per record received; raw files are verified and never "
                 "modified.",
 )

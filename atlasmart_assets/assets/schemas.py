@@ -42,3 +42,25 @@ MART_SCHEMA = dg.TableSchema(columns=[
     dg.TableColumn("cost", "decimal(18,2)"),
     dg.TableColumn("gross_profit", "decimal(18,2)"),
 ])
+
+RAW_SCHEMA = dg.TableSchema(columns=[
+    dg.TableColumn("partition_date", "date", "The day of the raw file (the partition)."),
+    dg.TableColumn("line_id", "varchar", "As received; may repeat (later source_sequence wins in staged)."),
+    dg.TableColumn("order_id", "varchar"),
+    dg.TableColumn("customer_id", "varchar"),
+    dg.TableColumn("sku", "varchar"),
+    dg.TableColumn("quantity", "bigint"),
+    dg.TableColumn("unit_price", "decimal(18,2)"),
+    dg.TableColumn("unit_cost", "decimal(18,2)"),
+    dg.TableColumn("event_time", "timestamp"),
+    dg.TableColumn("source_sequence", "bigint", "The source's sequence number of this record."),
+    dg.TableColumn("extraction_batch", "varchar", "The landing batch the record came in."),
+])
+
+CUSTOMERS_SCHEMA = dg.TableSchema(columns=[
+    dg.TableColumn("customer_id", "varchar"),
+    dg.TableColumn("country", "varchar"),
+    dg.TableColumn("tier", "varchar"),
+    dg.TableColumn("valid_from", "timestamp", "First instant this version holds (inclusive)."),
+    dg.TableColumn("valid_to", "timestamp", "First instant it no longer holds (exclusive); null: current."),
+])

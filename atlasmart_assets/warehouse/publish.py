@@ -11,7 +11,7 @@ from pathlib import Path
 
 import duckdb
 
-from atlasmart_assets import extracts
+from atlasmart_assets import extracts, notices
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunInfo
 from atlasmart_assets.warehouse import ledger
@@ -85,6 +85,7 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
         failpoint("committed")
         extracts.swap(cfg, pub_id)
         failpoint("swapped")
+        notices.write(cfg, con, pub_id, run, after)
         # Earlier extract versions hold the erased days' old figures: only the current one survives an erasure.
         extracts.prune(cfg, {pub_id} if erase else keep | {pub_id}, immediately=bool(erase))
         return Publication(pub_id, kind, window, before, after, time.monotonic() - acquired)

@@ -1,0 +1,275 @@
+"""The change notice of a publication, written by the publish itself right after the swap, with or without Slack or
+a daemon: `$ATLASMART_DATA_DIR/notices/<backfill id, else publication id>.md`.
+
+It names every republished day with rows and controls before → after, the neighbouring days proven unchanged, and
+the saved extracts consumers must refresh. The neighbours' proof: their publication and hash as the ledger held
+them before the correction's first ledger row (the ledger is append-only, so that value is frozen), compared after
+the swap with the ledger now and with the sha256 of the extract bytes readers get (`published/partition=D.json`).
+
+Reading (`collect`) and formatting (`markdown`, a pure function of plain values) are apart; the lifecycle sensor
+links the file and, should it be missing (a crash between the swap and the notice), writes it with `write_for`."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import duckdb
+
+from atlasmart_assets.alerts import format as fmt
+from atlasmart_assets.extracts import file_name
+from atlasmart_assets.scope import RunInfo
+from atlasmart_assets.settings import Settings
+
+UI_BASE_URL_ENV = "ATLASMART_UI_BASE_URL"
+DEFAULT_UI_BASE_URL = "http://localhost:3000"
+SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+PUBLISHED_ASSET = "mart/revenue_daily"
+_COLUMNS = ("seq, partition_date, publication_id, kind, published_at, run_id, backfill_id, reason, fence_override, "
+            "code_version, input_sha256, source_high_sequence, rows_before, rows_after, controls_before, "
+            "controls_after, sha256_before, sha256_after, changed, restored_from")
+
+
+def notice_name(identifier: str) -> str:
+    """A file name for a notice: the backfill or publication id when it is a safe name, else a digest of it
+    (an id comes from a tag, and a tag like `../../x/evil` must never become a path)."""
+    if SAFE_NAME.match(identifier) and not identifier.startswith("."):
+        return f"{identifier}.md"
+    return f"id-{hashlib.sha256(identifier.encode()).hexdigest()[:16]}.md"
+
+
+def notice_path(cfg: Settings, identifier: str) -> Path:
+    return cfg.notices_dir / notice_name(identifier)
+
+
+@dataclass(frozen=True)
+class NeighbourProof:
+    """A day next to the corrected window: as frozen before the correction, and as readers get it after."""
+
+    partition: str
+    before_publication: str | None
+    before_sha256: str | None
+    after_publication: str | None
+    after_sha256: str | None
+    expected_extract_sha256: str | None
+    extract_sha256: str | None
+
+    @property
+    def unchanged(self) -> bool:
+        return (self.before_publication == self.after_publication and self.before_sha256 == self.after_sha256
+                and self.expected_extract_sha256 == self.extract_sha256)
+
+
+@dataclass(frozen=True)
+class Notice:
+    """Everything a change notice says, as plain values."""
+
+    name: str
+    kind: str
+    backfill_id: str | None
+    publication_ids: Sequence[str]
+    run_ids: Sequence[str]
+    published_at: str
+    reason: str | None
+    requested_by: str | None
+    fence_override: str | None
+    code_version: str
+    changes: Sequence[fmt.PartitionChange]
+    neighbours: Sequence[NeighbourProof]
+    inputs: Mapping[str, str] = field(default_factory=dict)
+    tags: Mapping[str, str] = field(default_factory=dict)
+    ui_base_url: str = DEFAULT_UI_BASE_URL
+
+    @property
+    def window(self) -> str:
+        return fmt.window_label([c.partition for c in self.changes])
+
+    @property
+    def refresh(self) -> list[fmt.PartitionChange]:
+        """The days whose published content changed: saved copies of these extracts are stale."""
+        return [c for c in self.changes if c.changed]
+
+
+# --- reading --------------------------------------------------------------------------------------------------
+
+def _sha(text: str | None) -> str | None:
+    return hashlib.sha256(text.encode()).hexdigest() if text is not None else None
+
+
+def _file_sha(cfg: Settings, partition: str) -> str | None:
+    path = cfg.published_dir / file_name(partition)
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
+
+
+def _neighbours(con: duckdb.DuckDBPyConnection, cfg: Settings, days: Sequence[str], first_seq: int,
+                corrected: set[str]) -> list[NeighbourProof]:
+    if not days:
+        return []
+    lo, hi = dt.date.fromisoformat(min(days)), dt.date.fromisoformat(max(days))
+    out = []
+    for day in (lo - dt.timedelta(days=1), hi + dt.timedelta(days=1)):
+        if day.isoformat() in corrected:
+            continue
+        frozen = con.execute(
+            "select publication_id, sha256_after, extract_json from audit.publications where partition_date = $d "
+            "and seq < $seq order by seq desc limit 1", {"d": day, "seq": first_seq}).fetchone()
+        now = con.execute("select publication_id, sha256_after from audit.current_publications "
+                          "where partition_date = $d", {"d": day}).fetchone()
+        out.append(NeighbourProof(day.isoformat(), frozen[0] if frozen else None, frozen[1] if frozen else None,
+                                  now[0] if now else None, now[1] if now else None,
+                                  _sha(frozen[2]) if frozen else None, _file_sha(cfg, day.isoformat())))
+    return out
+
+
+def _inputs(after: Mapping[str, Any] | None) -> dict[str, str]:
+    """What each day read, from the publish's candidates. Hook: a candidate that carries `input_batches` (the
+    landing batches of the day) is shown batch by batch; else its raw sha256 and source high sequence."""
+    out: dict[str, str] = {}
+    for day, cand in sorted((after or {}).items()):
+        batches = getattr(cand, "input_batches", None) or ()
+        if batches:
+            out[day] = "; ".join(f"{b.get('batch', '?')} (sha256 {str(b.get('sha256', ''))[:12]}, high sequence "
+                                 f"{b.get('source_high_sequence', '?')})" for b in batches)
+        elif getattr(cand, "input_sha256", None):
+            out[day] = (f"raw sha256 {cand.input_sha256[:12]}, source high sequence "
+                        f"{getattr(cand, 'source_high_sequence', None)}")
+    return out
+
+
+def collect(con: duckdb.DuckDBPyConnection, cfg: Settings, publication_id: str, backfill_id: str | None = None,
+            after: Mapping[str, Any] | None = None, tags: Mapping[str, str] | None = None,
+            requested_by: str | None = None) -> Notice | None:
+    """The notice of one publication, or of every publication of `backfill_id` (its file is named after the
+    backfill, and a re-executed backfill's notice covers all it published). None if the ledger holds none."""
+    where, value = ("backfill_id", backfill_id) if backfill_id else ("publication_id", publication_id)
+    rows = con.execute(f"select {_COLUMNS} from audit.publications where {where} = $v order by seq",
+                       {"v": value}).fetchall()
+    if not rows:
+        return None
+    latest: dict[str, tuple[Any, ...]] = {}
+    first: dict[str, tuple[Any, ...]] = {}
+    for r in rows:
+        day = r[1].isoformat()
+        first.setdefault(day, r)
+        latest[day] = r
+    changes = []
+    for day in sorted(latest):
+        r, f = latest[day], first[day]
+        # Across several publications of one backfill: before = before its first, after = after its last.
+        changes.append(fmt.PartitionChange(
+            partition=day, publication_id=r[2], kind=r[3], rows_before=f[12], rows_after=r[13],
+            controls_before=json.loads(f[14]) if f[14] else None, controls_after=json.loads(r[15]),
+            sha256_before=f[16], sha256_after=r[17], changed=f[16] != r[17], restored_from=r[19]))
+    last = rows[-1]
+    return Notice(
+        name=notice_name(backfill_id or publication_id), kind=last[3], backfill_id=backfill_id,
+        publication_ids=list(dict.fromkeys(r[2] for r in rows)), run_ids=list(dict.fromkeys(r[5] for r in rows)),
+        published_at=f"{last[4]:%Y-%m-%d %H:%M:%S} UTC" if last[4] else "", reason=last[7],
+        requested_by=requested_by, fence_override=last[8], code_version=last[9],
+        changes=changes, neighbours=_neighbours(con, cfg, sorted(latest), rows[0][0], set(latest)),
+        inputs=_inputs(after), tags=dict(tags or {}),
+        ui_base_url=os.environ.get(UI_BASE_URL_ENV, DEFAULT_UI_BASE_URL))
+
+
+# --- formatting (pure) ----------------------------------------------------------------------------------------
+
+def _controls(c: Sequence[float] | None) -> str:
+    return "—" if c is None else ", ".join(f"{n} {fmt.num(x)}" for n, x in zip(fmt.CONTROL_NAMES, c))
+
+
+def _proof(n: NeighbourProof) -> str:
+    if n.before_publication is None and n.after_publication is None:
+        return f"- {fmt.md(n.partition)}: unchanged (never published, before or after)"
+    if n.unchanged:
+        return (f"- {fmt.md(n.partition)}: **unchanged** — publication {fmt.md(n.after_publication)}, content sha256 "
+                f"`{(n.after_sha256 or '')[:16]}` before and after; extract bytes sha256 "
+                f"`{(n.extract_sha256 or '')[:16]}` = the bytes that publication wrote")
+    return (f"- {fmt.md(n.partition)}: **CHANGED** — before: publication {fmt.md(n.before_publication or 'none')} "
+            f"sha256 `{(n.before_sha256 or '—')[:16]}`; after: publication {fmt.md(n.after_publication or 'none')} "
+            f"sha256 `{(n.after_sha256 or '—')[:16]}`; extract bytes sha256 `{(n.extract_sha256 or '—')[:16]}` "
+            f"(expected `{(n.expected_extract_sha256 or '—')[:16]}`)")
+
+
+def markdown(n: Notice) -> str:
+    """The notice as markdown: what, why and who; every day before → after; neighbours; extracts to refresh."""
+    links = fmt.Links(n.ui_base_url)
+    what = ("Rollback" if n.kind == "rollback" else "Correction") if n.backfill_id or n.kind == "rollback" \
+        else "Publication"
+    title = f"backfill {fmt.md(n.backfill_id)}" if n.backfill_id else f"publication {fmt.md(n.publication_ids[-1])}"
+    changed = [c.partition for c in n.refresh]
+    who = fmt.md(n.requested_by) if n.requested_by else "no user tag"
+    head = [
+        f"# {what} notice — {title}",
+        "",
+        f"- Window: {fmt.md(n.window)}",
+        *([f"- Backfill: <{links.backfill(n.backfill_id)}>"] if n.backfill_id else []),
+        "- Run(s): " + ", ".join(f"<{links.run(r)}>" for r in n.run_ids),
+        f"- Publication(s): {', '.join(fmt.md(p) for p in n.publication_ids)} ({fmt.md(n.kind)}), "
+        f"committed {fmt.md(n.published_at)}, code {fmt.md(n.code_version)}",
+        f"- Reason: {fmt.md(n.reason) if n.reason else fmt.NO_REASON}",
+        f"- Requested by: {who}",
+        *([f"- Fence override: {fmt.md(n.fence_override)}"] if n.fence_override else []),
+        *([f"- Tags: {', '.join(f'{fmt.md(k)}={fmt.md(v)}' for k, v in sorted(n.tags.items()))}"] if n.tags else []),
+        f"- Days republished: {len(n.changes)}; content changed: {fmt.md(fmt.window_text(changed)) or 'none'}",
+        "",
+        "## Days, before → after",
+        "",
+        "| day | rows | controls that moved | controls before | controls after | content sha256 | publication |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for c in n.changes:
+        moved = ", ".join(fmt.control_deltas(c.controls_before, c.controls_after)) if c.changed else "none"
+        sha = (f"{(c.sha256_before or '—')[:12]} → {c.sha256_after[:12]}" if c.changed
+               else f"unchanged {c.sha256_after[:12]}")
+        restored = f" (restores {fmt.md(c.restored_from)})" if c.restored_from else ""
+        head.append(f"| [{fmt.md(c.partition)}]({links.asset(PUBLISHED_ASSET, c.partition)}) "
+                    f"| {fmt.delta(c.rows_before, c.rows_after)} | {moved} "
+                    f"| {_controls(c.controls_before)} | {_controls(c.controls_after)} | {sha} "
+                    f"| {fmt.md(c.publication_id)}{restored} |")
+    body = ["", "## Neighbouring days", "",
+            "Frozen: each neighbour's publication and hash as the ledger held them before this "
+            f"{'rollback' if n.kind == 'rollback' else 'correction'}; compared after the swap with the ledger and with "
+            "the bytes of `published/partition=D.json`.", ""]
+    body += [_proof(p) for p in n.neighbours] or ["- none (the window has no neighbour)"]
+    body += ["", "## Saved extracts to refresh", ""]
+    if n.refresh:
+        body.append("Consumers holding a saved copy of these files must fetch them again:")
+        body.append("")
+        body += [f"- `published/{file_name(c.partition)}`: sha256 {(c.sha256_before or 'none (new day)')[:16]} → "
+                 f"{c.sha256_after[:16]}" for c in n.refresh]
+    else:
+        body.append("None: every republished day kept its content (same sha256); saved extracts stay valid.")
+    if n.inputs:
+        body += ["", "## Input evidence", ""]
+        body += [f"- {fmt.md(day)}: {fmt.md(text)}" for day, text in sorted(n.inputs.items())]
+    return "\n".join(head + body) + "\n"
+
+
+# --- writing --------------------------------------------------------------------------------------------------
+
+def _write_file(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+    return path
+
+
+def write_for(con: duckdb.DuckDBPyConnection, cfg: Settings, publication_id: str, backfill_id: str | None = None,
+              after: Mapping[str, Any] | None = None, tags: Mapping[str, str] | None = None,
+              requested_by: str | None = None) -> Path | None:
+    """Collect and write the notice of a publication (or of its backfill); None if the ledger holds no row."""
+    notice = collect(con, cfg, publication_id, backfill_id, after, tags, requested_by)
+    return _write_file(cfg.notices_dir / notice.name, markdown(notice)) if notice else None
+
+
+def write(cfg: Settings, con: duckdb.DuckDBPyConnection, publication_id: str, run: RunInfo,
+          after: Mapping[str, Any] | None = None) -> Path | None:
+    """The publish's one call, after the swap: the notice of this publication, named after its backfill if any."""
+    return write_for(con, cfg, publication_id, run.backfill_id, after, dict(run.tags), run.requested_by)

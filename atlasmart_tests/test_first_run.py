@@ -1,0 +1,87 @@
+"""A green first run: on a fresh deployment the newest day is published by the current lane without anyone clicking.
+
+Grain: the catch-up sensor's decision per tick (in process), then a real deployment (webserver + daemon, the repo's
+dagster.yaml, a copy of the shipped raw) in which the test launches nothing and waits for the newest extract."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from atlasmart_assets.contract import CONTROL_NAMES, CURRENT_LANE_TAGS
+from atlasmart_assets.definitions import defs
+from atlasmart_assets.lab import run_chain
+from atlasmart_assets.resources import Warehouse
+from atlasmart_assets.schedules import CATCH_UP
+from atlasmart_tests.deployment import deployment, runs
+
+REPO_RAW = Path(__file__).resolve().parent.parent / "raw"
+NEWEST = "2026-09-21"
+
+
+def _tick(instance: dg.DagsterInstance) -> dg.SensorExecutionData:
+    ctx = dg.build_sensor_context(instance=instance, definitions=defs, resources={"warehouse": Warehouse()})
+    return defs.get_sensor_def(CATCH_UP).evaluate_tick(ctx)
+
+
+def test_catch_up_requests_the_newest_day_in_the_current_lane_once(env, instance) -> None:
+    [request] = _tick(instance).run_requests
+    assert request.partition_key == NEWEST and request.run_key == f"catch-up-{NEWEST}"
+    assert {k: request.tags[k] for k in CURRENT_LANE_TAGS} == CURRENT_LANE_TAGS
+    assert request.job_name in (None, "atlasmart_daily")
+
+    assert run_chain(instance, NEWEST, tags=dict(CURRENT_LANE_TAGS)).success
+    tick = _tick(instance)
+    assert not tick.run_requests and f"the newest partition {NEWEST} is materialized" in tick.skip_message
+
+
+def test_catch_up_waits_for_raw_evidence_and_says_so(env, instance) -> None:
+    (env.raw_dir / f"partition={NEWEST}.json").unlink()
+    tick = _tick(instance)
+    assert not tick.run_requests
+    assert f"{NEWEST} is missing, and its raw evidence has not landed yet" in tick.skip_message
+
+
+def test_catch_up_does_not_retry_its_own_failed_run(env, instance) -> None:
+    (env.raw_dir / f"partition={NEWEST}.json").write_text("{not json")
+    result = run_chain(instance, NEWEST, tags={**CURRENT_LANE_TAGS, "dagster/sensor_name": CATCH_UP})
+    assert not result.success
+    tick = _tick(instance)
+    assert not tick.run_requests and "ended FAILURE; not retried here" in tick.skip_message
+
+
+@pytest.mark.integration
+def test_a_fresh_deployment_publishes_the_newest_day_without_a_launch(tmp_path: Path) -> None:
+    raw = tmp_path / "raw"
+    shutil.copytree(REPO_RAW, raw)
+    data = tmp_path / "data"
+    env = {"ATLASMART_RAW_DIR": str(raw), "ATLASMART_DATA_DIR": str(data), "ATLASMART_AS_OF": "2026-09-22",
+           "ATLASMART_START_DATE": "2026-09-01"}
+    extract = data / "published" / f"partition={NEWEST}.json"
+    t0 = time.monotonic()
+    with deployment(tmp_path / "deployment", env) as dep:
+        dep.wait_for(f"the newest day {NEWEST} published", extract.exists, timeout_s=180, poll_s=1)
+        with dep.instance() as instance:
+            def done() -> list[dg.RunRecord] | None:
+                records = runs(instance)
+                return records if records and all(r.dagster_run.is_finished for r in records) else None
+            records = dep.wait_for("the catch-up run to end", done, timeout_s=60)
+            mart = instance.fetch_materializations(
+                dg.AssetRecordsFilter(asset_key=dg.AssetKey(["mart", "revenue_daily"]), asset_partitions=[NEWEST]),
+                limit=1).records
+    elapsed = time.monotonic() - t0
+    [run] = [r.dagster_run for r in records]
+    assert run.is_success, dep.log_tail()
+    assert run.tags.get("dagster/sensor_name") == CATCH_UP, "launched by the catch-up sensor, not by the test"
+    assert run.tags["dagster/partition"] == NEWEST and "dagster/backfill" not in run.tags
+    assert {k: run.tags[k] for k in CURRENT_LANE_TAGS} == CURRENT_LANE_TAGS
+    assert mart and mart[0].run_id == run.run_id
+    manifest = json.loads((raw / f"partition={NEWEST}.json").read_text())["manifest"]["controls"]
+    assert json.loads(extract.read_text())["controls"] == pytest.approx([manifest[c] for c in CONTROL_NAMES])
+    assert (data / "notices").is_dir() and list((data / "notices").glob("pub-*.md")), "its notice, without Slack"
+    print(f"\n[first run] newest day {NEWEST} published {elapsed:.0f}s after the deployment started")

@@ -1,0 +1,97 @@
+"""The change notice belongs to the publication: the publish writes it (no Slack, no daemon), named after the backfill
+or the publication, with every day before → after, the neighbours proven unchanged and the extracts to refresh."""
+
+from __future__ import annotations
+
+from atlasmart_assets import lab, notices
+from atlasmart_assets.alerts import format as fmt
+from atlasmart_assets.definitions import defs
+from atlasmart_assets.lab import run_chain
+from atlasmart_assets.resources import Warehouse
+
+BF = "BF-20260920-0900-R1"
+
+
+def _change(day: str, before: list[float] | None, after: list[float], changed: bool = True) -> fmt.PartitionChange:
+    return fmt.PartitionChange(day, "pub-2", "publish", int(before[0]) if before else None, int(after[0]), before,
+                               after, ("a" * 64) if before else None, ("b" if changed else "a") * 64, changed)
+
+
+def _notice(**kw: object) -> notices.Notice:
+    base = dict(
+        name="bf-1.md", kind="publish", backfill_id="bf-1", publication_ids=["pub-2"], run_ids=["r-1"],
+        published_at="2026-09-22 09:00:00 UTC", reason="legacy cost", requested_by="ana", fence_override=None,
+        code_version="0.2.0+abc", changes=[_change("2026-09-20", [8, 5, 10, 690, 435, 255], [8, 5, 10, 690, 425, 265]),
+                                           _change("2026-09-18", [3, 3, 3, 30, 10, 20], [3, 3, 3, 30, 10, 20], False)],
+        neighbours=[notices.NeighbourProof("2026-09-21", "pub-1", "c" * 64, "pub-1", "c" * 64, "e" * 64, "e" * 64),
+                    notices.NeighbourProof("2026-09-17", None, None, None, None, None, None)],
+        ui_base_url="http://ui.example")
+    base.update(kw)
+    return notices.Notice(**base)  # type: ignore[arg-type]
+
+
+def test_notice_names_days_before_after_neighbours_and_extracts_to_refresh() -> None:
+    text = notices.markdown(_notice())
+    assert text.startswith("# Correction notice — backfill bf-1\n")
+    assert "| [2026-09-20](http://ui.example/assets/mart/revenue_daily?view=partitions&partition=2026-09-20) " \
+           "| 8 → 8 (±0) | cost 435 → 425 (-10), gross_profit 255 → 265 (+10) |" in text
+    assert "| lines 8, orders 5, units 10, gmv 690, cost 435, gross_profit 255 | " in text
+    assert "| lines 8, orders 5, units 10, gmv 690, cost 425, gross_profit 265 | " in text
+    assert "| [2026-09-18](" in text and "unchanged aaaaaaaaaaaa" in text
+    assert "- 2026-09-21: **unchanged** — publication pub-1" in text
+    assert "- 2026-09-17: unchanged (never published, before or after)" in text
+    assert "- `published/partition=2026-09-20.json`: sha256 aaaaaaaaaaaaaaaa → bbbbbbbbbbbbbbbb" in text
+    assert "partition=2026-09-18.json" not in text.split("## Saved extracts to refresh")[1]
+    moved = notices.NeighbourProof("2026-09-21", "pub-1", "c" * 64, "pub-9", "d" * 64, "e" * 64, "f" * 64)
+    assert "- 2026-09-21: **CHANGED**" in notices.markdown(_notice(neighbours=[moved]))
+
+
+def test_hostile_values_cannot_forge_markdown_in_the_notice() -> None:
+    text = notices.markdown(_notice(reason="x\n# Published OK\n| 2026-09-20 | fake |", requested_by="<b>eve</b>",
+                                    tags={"t": "[click](http://evil)"}))
+    assert not any(line.startswith(("# Published", "| 2026-09-20 | fake")) for line in text.splitlines())
+    assert "- Reason: x \\# Published OK \\| 2026-09-20 \\| fake \\|" in text
+    assert "<b>" not in text and "\\[click\\](http://evil)" in text
+    assert "- Backfill: <http://ui.example/runs/b/bf-1>" in text
+
+
+def test_a_hostile_backfill_id_never_becomes_a_path() -> None:
+    assert notices.notice_name("bf-20260920-01") == "bf-20260920-01.md"
+    for hostile in ("../../../x/evil", "/etc/passwd", ".hidden", "a b", "x" * 300):
+        name = notices.notice_name(hostile)
+        assert "/" not in name and not name.startswith(".") and name.startswith("id-"), name
+
+
+def test_the_publish_writes_the_notice_without_slack_or_a_daemon(env, instance, monkeypatch) -> None:
+    monkeypatch.delenv("ATLASMART_SLACK_TOKEN", raising=False)
+    assert run_chain(instance, "2026-09-19", "2026-09-20").success and run_chain(instance, "2026-09-21").success
+    lab.publish_legacy_incident(Warehouse())
+    newest = (env.published_dir / "partition=2026-09-21.json").read_bytes()
+    assert run_chain(instance, "2026-09-20", "2026-09-20",
+                     {"dagster/backfill": BF, "atlasmart/reason": "legacy cost 40 on one line", "ticket": "OPS-9"}).success
+
+    text = (env.notices_dir / f"{BF}.md").read_text()
+    assert text.startswith(f"# Correction notice — backfill {BF}")
+    assert "- Reason: legacy cost 40 on one line" in text and "- Tags: ticket=OPS-9" in text
+    day = next(line for line in text.splitlines() if line.startswith("| [2026-09-20]"))
+    assert "| 8 → 8 (±0) | cost 435 → 425 (-10), gross_profit 255 → 265 (+10) |" in day, day
+    assert "- 2026-09-19: **unchanged**" in text and "- 2026-09-21: **unchanged**" in text
+    assert "- `published/partition=2026-09-20.json`: sha256 " in text
+    assert "## Input evidence" in text and "- 2026-09-20: raw sha256 " in text
+    assert (env.published_dir / "partition=2026-09-21.json").read_bytes() == newest
+    # Every publication has its notice: the daily ones are named after their publication id.
+    assert len(list(env.notices_dir.glob("pub-*.md"))) == 3  # 19..20, 21, the incident's republication
+
+
+def test_a_rollback_writes_its_notice_named_after_its_publication(env, instance) -> None:
+    assert run_chain(instance, "2026-09-19", "2026-09-21", {"atlasmart/fence_override": "test"}).success
+    lab.publish_legacy_incident(Warehouse())
+    result = defs.resolve_job_def("rollback_job").execute_in_process(
+        instance=instance, run_config={"ops": {"rollback_range": {"config": {"start": "2026-09-20",
+                                                                              "reason": "undo the incident"}}}})
+    assert result.success
+    [path] = env.notices_dir.glob("rol-*.md")
+    text = path.read_text()
+    assert text.startswith("# Rollback notice — publication rol-")
+    assert "cost 435 → 425 (-10)" in text and "(restores pub-" in text
+    assert "- 2026-09-19: **unchanged**" in text and "- 2026-09-21: **unchanged**" in text
