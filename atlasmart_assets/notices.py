@@ -127,15 +127,34 @@ def _neighbours(con: duckdb.DuckDBPyConnection, cfg: Settings, days: Sequence[st
     return out
 
 
-def _inputs(after: Mapping[str, Any] | None) -> dict[str, str]:
-    """What each day read, from the publish's candidates. Hook: a candidate that carries `input_batches` (the
-    landing batches of the day) is shown batch by batch; else its raw sha256 and source high sequence."""
+def _previous_batches(con: duckdb.DuckDBPyConnection, after: Mapping[str, Any] | None,
+                      publication_id: str) -> dict[str, set[str]]:
+    """Per day, the landing batches its previous publication read (to say which batches a correction added)."""
+    if not after:
+        return {}
+    rows = con.execute("select p.partition_date::varchar, p.input_batches from audit.publications r "
+                       "join audit.publications p on p.publication_id = r.prev_publication_id "
+                       "and p.partition_date = r.partition_date where r.publication_id = $pub",
+                       {"pub": publication_id}).fetchall()
+    return {d: {b["batch"] for b in json.loads(batches)} for d, batches in rows if batches}
+
+
+def _inputs(after: Mapping[str, Any] | None, previous: Mapping[str, set[str]] | None = None) -> dict[str, str]:
+    """What each day read, from the publish's candidates: its landing batches (those new since the day's previous
+    publication marked "added"), the dimension version and the deletion requests applied."""
     out: dict[str, str] = {}
     for day, cand in sorted((after or {}).items()):
         batches = getattr(cand, "input_batches", None) or ()
         if batches:
-            out[day] = "; ".join(f"{b.get('batch', '?')} (sha256 {str(b.get('sha256', ''))[:12]}, high sequence "
-                                 f"{b.get('source_high_sequence', '?')})" for b in batches)
+            seen = (previous or {}).get(day)
+            out[day] = "; ".join(
+                f"{b.get('batch', '?')} (sha256 {str(b.get('sha256', ''))[:12]}, high sequence "
+                f"{b.get('source_high_sequence', '?')}){' — added' if seen is not None and b.get('batch') not in seen else ''}"
+                for b in batches)
+            if getattr(cand, "dimension_version", None):
+                out[day] += f"; dimension version {cand.dimension_version}"
+            if getattr(cand, "requests_applied", None):
+                out[day] += f"; deletion requests applied: {', '.join(cand.requests_applied)}"
         elif getattr(cand, "input_sha256", None):
             out[day] = (f"raw sha256 {cand.input_sha256[:12]}, source high sequence "
                         f"{getattr(cand, 'source_high_sequence', None)}")
@@ -173,7 +192,7 @@ def collect(con: duckdb.DuckDBPyConnection, cfg: Settings, publication_id: str, 
         published_at=f"{last[4]:%Y-%m-%d %H:%M:%S} UTC" if last[4] else "", reason=last[7],
         requested_by=requested_by, fence_override=last[8], code_version=last[9],
         changes=changes, neighbours=_neighbours(con, cfg, sorted(latest), rows[0][0], set(latest)),
-        inputs=_inputs(after), tags=dict(tags or {}),
+        inputs=_inputs(after, _previous_batches(con, after, publication_id)), tags=dict(tags or {}),
         ui_base_url=os.environ.get(UI_BASE_URL_ENV, DEFAULT_UI_BASE_URL))
 
 

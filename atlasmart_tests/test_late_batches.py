@@ -66,6 +66,8 @@ def test_a_late_delta_is_corrected_by_a_backfill_of_that_day_alone(env, instance
     rows = _ledger(env, DAY)
     assert rows[-1][3] == "bf-late" and "B-2026-09-18-02" in rows[-1][4] and rows[-1][5] == manifest["extracted_at"]
     assert _stale(capsys) == [], "the backfill cleared the stale day"
+    notice = (env.notices_dir / "bf-late.md").read_text()
+    assert "B-2026-09-18-02" in notice and "— added" in notice, "the notice says which batch the correction added"
 
     content = state.content(env)
     assert run_chain(instance, DAY, DAY, {**BF, "dagster/backfill": "bf-late-again"}).success

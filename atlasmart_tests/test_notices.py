@@ -77,7 +77,7 @@ def test_the_publish_writes_the_notice_without_slack_or_a_daemon(env, instance, 
     assert "| 8 → 8 (±0) | cost 435 → 425 (-10), gross_profit 255 → 265 (+10) |" in day, day
     assert "- 2026-09-19: **unchanged**" in text and "- 2026-09-21: **unchanged**" in text
     assert "- `published/partition=2026-09-20.json`: sha256 " in text
-    assert "## Input evidence" in text and "- 2026-09-20: raw sha256 " in text
+    assert "## Input evidence" in text and "- 2026-09-20: B-2026-09-20-01 (sha256 " in text
     assert (env.published_dir / "partition=2026-09-21.json").read_bytes() == newest
     # Every publication has its notice: the daily ones are named after their publication id.
     assert len(list(env.notices_dir.glob("pub-*.md"))) == 3  # 19..20, 21, the incident's republication

@@ -47,7 +47,7 @@ def _chart(pub: Publication) -> str | None:
     }
     for dpi in (90, 60, 40):
         text = chart.markdown_image(chart.before_after_png(days, panels, f"Publication {pub.publication_id} "
-                                                                         f"({pub.window}): before vs after", dpi),
+                                                                         f"({pub.window}): before vs after", dpi=dpi),
                                     "rows, gmv and cost before/after")
         if len(text) <= MAX_CHART_BYTES:
             return text
@@ -127,7 +127,11 @@ def correction_asset(context: dg.AssetExecutionContext,
                                     "publication_id": pub.publication_id,
                                     "extract": dg.MetadataValue.path(str(cfg.published_dir / file_name(day))),
                                     **notice}, asset_key=list(REVENUE_DAILY), partition_key=day)
-    image = _chart(pub) if pub.changed else None
+    try:
+        image = _chart(pub) if pub.changed else None
+    except Exception as exc:  # noqa: BLE001 - the publication is committed; a chart must never fail it
+        context.log.warning(f"change chart not drawn: {type(exc).__name__}: {exc}")
+        image = None
     if image:
         context.add_asset_metadata({"change_chart": dg.MetadataValue.md(image)}, asset_key=list(REVENUE_DAILY),
                                    partition_key=max(pub.after))

@@ -15,10 +15,15 @@ from atlasmart_assets.settings import load as load_settings
 from atlasmart_assets.assets.schemas import CUSTOMERS_SCHEMA, RAW_SCHEMA
 
 @dg.observable_source_asset(
-    key=["raw", "landing_batches"], group_name="raw", partitions_def=daily_partitions, owners=OWNERS,
-    required_resource_keys={"warehouse"},
-    description="The landing batches on disk per day (raw/partition=D.json and raw/partition=D/*.json). Its data "
-                "version per day changes when a batch arrives, so the UI marks downstream days 'upstream changed'.",
+    key=["raw", "landing_batches"], group_name="raw", partitions_def=daily_partitions,
+    required_resource_keys={"warehouse"}, tags={"dagster/kind/json": ""},
+    metadata={"dagster/column_schema": dg.TableSchema(columns=[
+        dg.TableColumn("partition", "date", "The day."),
+        dg.TableColumn("batch", "file", "raw/partition=D.json (first) or raw/partition=D/<extraction_batch>.json"),
+    ])},
+    description="The landing batches on disk (raw/partition=D.json and raw/partition=D/*.json). Grain: one data "
+                "version per day, from its batch set; a new batch gives the day a new version, so the UI marks its "
+                "downstream partitions 'upstream changed'.",
 )
 def landing_batches(context: dg.AssetExecutionContext) -> dg.DataVersionsByPartition:
     raw_dir = context.resources.warehouse.settings.raw_dir
