@@ -9,9 +9,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
-import os
 import shutil
-import signal
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -21,6 +19,7 @@ from typing import Any, Iterator
 import duckdb
 
 from atlasmart_assets import extracts, sql
+from atlasmart_assets.failpoints import failpoint
 from atlasmart_assets.settings import Settings
 from atlasmart_assets.window import RunInfo, Window
 
@@ -54,12 +53,6 @@ class LockStats:
 
 
 LOCK_STATS = LockStats()
-
-
-def failpoint(name: str) -> None:
-    """Crash tests: SIGKILL this process at a named point of the publish when ATLASMART_FAILPOINT names it."""
-    if os.environ.get("ATLASMART_FAILPOINT") == name:
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 _THREADS: list[int | None] = [None]

@@ -1,7 +1,9 @@
 """Issue 8: the operator's path in a real browser — a backfill launched from the Dagster UI, and the fence seen there.
 
 Grain: one deployment (dagster-webserver + dagster-daemon, the repo's dagster.yaml) on a copy of the shipped raw,
-one headless chromium driven by Playwright. Screenshots land in tmp_path/screenshots (the path is printed).
+one headless chromium driven by Playwright. Screenshots land in tmp_path/screenshots (the path is printed). Asset
+steps wait at a test gate (ATLASMART_GATE_DIR) until the test opens them, so the first backfill is in progress for
+certain while the second is launched, and the second's QUEUED status is read, not inferred from timestamps.
 """
 
 from __future__ import annotations
@@ -28,9 +30,11 @@ from atlasmart_tests.deployment import (
     REPOSITORY,
     Deployment,
     DeploymentError,
+    Gates,
     deployment,
     max_concurrent,
     runs,
+    wait_backfill_run,
     wait_backfill_runs,
     wait_runs_finished,
 )
@@ -47,6 +51,8 @@ REPO_RAW = Path(__file__).resolve().parent.parent / "raw"
 AS_OF = "2026-09-22"
 NEWEST = "2026-09-21"
 JOB = "atlasmart_daily"
+SCHEDULE = "atlasmart_daily_schedule"
+PROBE_JOB = "slo_report"  # no asset step, so never held at the gate
 FACT = "fact/fct_order_lines"
 HISTORY = ("2026-09-16", "2026-09-20")      # historical: ends the day before the newest partition
 REACHES_NEWEST = ("2026-09-19", NEWEST)
@@ -101,7 +107,7 @@ def walk_env(tmp_path: Path) -> dict[str, str]:
     raw = tmp_path / "raw"
     shutil.copytree(REPO_RAW, raw)
     return {"ATLASMART_RAW_DIR": str(raw), "ATLASMART_DATA_DIR": str(tmp_path / "data"),
-            "ATLASMART_AS_OF": AS_OF, "ATLASMART_START_DATE": "2026-09-01"}
+            "ATLASMART_AS_OF": AS_OF, "ATLASMART_START_DATE": "2026-09-01", **Gates(tmp_path / "gates").env()}
 
 
 def test_operator_backfills_history_from_the_ui_and_sees_the_fence(tmp_path: Path, walk_env: dict[str, str]) -> None:
@@ -113,12 +119,15 @@ def test_operator_backfills_history_from_the_ui_and_sees_the_fence(tmp_path: Pat
     shots = tmp_path / "screenshots"
     print(f"\n[ui] screenshots: {shots}")
 
+    gates = Gates(Path(walk_env["ATLASMART_GATE_DIR"]))
     with deployment(tmp_path / "deployment", walk_env) as dep:
+        dep.stop_schedule(SCHEDULE)  # a tick would add a run the gate holds
         # What the daily lane leaves behind: the newest day published, and raw + staged loaded for history,
         # so the fact's partitions have their upstream (the UI otherwise warns "Upstream data missing").
         current = dep.launch_run(JOB, {**CURRENT_LANE_TAGS, "dagster/partition": NEWEST})
         staged = launch_ranged(dep, [["raw", "order_lines"], ["staged", "order_lines"]], *HISTORY, CURRENT_LANE_TAGS)
-        loaded = wait_runs_finished(dep, [current, staged], timeout_s=90)
+        gates.open_run(current, staged)
+        loaded = wait_runs_finished(dep, [current, staged], timeout_s=300)
         assert [r.dagster_run.status.value for r in loaded] == ["SUCCESS", "SUCCESS"], dep.log_tail()
         newest_before = newest_extract.read_bytes()
         t_loaded = time.monotonic()
@@ -128,15 +137,25 @@ def test_operator_backfills_history_from_the_ui_and_sees_the_fence(tmp_path: Pat
             op.open_partitions(FACT)
             op.shot("fact-partitions")
             backfill = op.launch_backfill(HISTORY, {"atlasmart/reason": REASON}, "history")
-            # Queued right behind the first: the backfill lane must hold it until the first run ends.
+            backfill_run = wait_backfill_run(dep, backfill, timeout_s=300)
+            dep.wait_for("the history backfill run at the gate", lambda: gates.arrived(backfill_run), timeout_s=300)
+            # Launched while the first is in progress: the backfill lane must hold it until the first run ends.
             fenced = op.launch_backfill(REACHES_NEWEST, {"atlasmart/reason": FENCED_REASON}, "reaches-newest")
+            fenced_run_id = wait_backfill_run(dep, fenced, timeout_s=300)
+            # A run queued after it, dequeued and finished: the daemon has looked at the fenced run and left it.
+            [probe] = wait_runs_finished(dep, [dep.launch_run(PROBE_JOB, {})], timeout_s=180)
+            held = {"history": dep.status(backfill_run), "fenced": dep.status(fenced_run_id),
+                    "probe": probe.dagster_run.status.value}
+            assert held == {"history": "STARTED", "fenced": "QUEUED", "probe": "SUCCESS"}, held
+            assert not gates.arrived(fenced_run_id)
+            gates.open_all()
 
-            backfill_runs = wait_backfill_runs(dep, backfill, FINISHED, timeout_s=120)
-            op.wait_backfill_status(backfill, "Succeeded", timeout_s=60)
+            backfill_runs = wait_backfill_runs(dep, backfill, FINISHED, timeout_s=300)
+            op.wait_backfill_status(backfill, "Succeeded", timeout_s=180)
             op.shot("history-backfill-succeeded")
 
-            fenced_runs = wait_backfill_runs(dep, fenced, FINISHED, timeout_s=90)
-            op.wait_backfill_status(fenced, "Failed", timeout_s=60)
+            fenced_runs = wait_backfill_runs(dep, fenced, FINISHED, timeout_s=300)
+            op.wait_backfill_status(fenced, "Failed", timeout_s=180)
             op.shot("reaches-newest-backfill-failed")
             [fenced_run] = fenced_runs
             op.step_failures(fenced_run.dagster_run.run_id)
@@ -165,7 +184,8 @@ def test_operator_backfills_history_from_the_ui_and_sees_the_fence(tmp_path: Pat
     assert fenced_run.dagster_run.status.value == "FAILURE"
     assert fenced_run.dagster_run.tags["dagster/backfill"] == fenced
     assert fenced_run.dagster_run.tags["atlasmart/reason"] == FENCED_REASON
-    assert max_concurrent(every_backfill_run) <= 1, "two backfill runs were in progress at once"
+    assert max_concurrent(every_backfill_run) == 1, "two backfill runs were in progress at once"
+    assert fenced_run.start_time >= run.end_time, "the queued backfill run started before the first one ended"
 
     # The range is published with its raw manifest's controls, and the ledger names the backfill and the reason.
     for day in days(*HISTORY):
@@ -183,8 +203,5 @@ def test_operator_backfills_history_from_the_ui_and_sees_the_fence(tmp_path: Pat
     assert not list((data_dir / "scratch").glob(f"{fenced_run.dagster_run.run_id}*"))
     assert newest_extract.read_bytes() == newest_before
 
-    first, second = sorted([run, fenced_run], key=lambda r: r.start_time or 0)
-    queued_together = second.create_timestamp.timestamp() < (first.end_time or 0)
-    print(f"[ui] backfill runs queued together: {queued_together} (the lane then ran them one after the other)")
     print(f"[ui] screenshots ({len(op.taken)}): " + ", ".join(p.name for p in op.taken))
     print(f"[ui] load {t_loaded - t0:.0f}s, browser walk {t_walked - t_loaded:.0f}s, total {time.monotonic() - t0:.0f}s")

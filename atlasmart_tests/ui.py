@@ -48,7 +48,7 @@ class Operator:
 
     def __post_init__(self) -> None:
         self.shots.mkdir(parents=True, exist_ok=True)
-        self.page.set_default_timeout(30_000)
+        self.page.set_default_timeout(60_000)
         # A fresh instance greets the first visitor with a newsletter modal that would swallow clicks.
         self.page.add_locator_handler(self.page.get_by_text("Join the Dagster community"),
                                       lambda: self.page.get_by_role("button", name="Skip", exact=True).click())
@@ -97,7 +97,7 @@ class Operator:
         toasts = page.get_by_text(CREATED_BACKFILL)
         earlier = self._created(toasts.all_inner_texts())
         dialog.get_by_role("button", name="Launch backfill").click()
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while not (new := self._created(toasts.all_inner_texts()) - earlier):
             if time.monotonic() > deadline:
                 raise AssertionError("no 'Created backfill' toast after Launch backfill")

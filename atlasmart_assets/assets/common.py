@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from atlasmart_assets import __version__, lanes, settings, sql, warehouse
+from atlasmart_assets import __version__, failpoints, lanes, settings, sql, warehouse
 from atlasmart_assets.audits import Audit
 from atlasmart_assets.settings import Settings
 from atlasmart_assets.window import RunInfo, Window, run_info, window_of
@@ -25,6 +25,7 @@ class Step:
 
 def begin(context: dg.AssetExecutionContext) -> Step:
     """Window and identity of this step; refuses a fenced backfill before anything is written."""
+    failpoints.gate(context.op_def.name, context.run.run_id)
     window = window_of(context)
     lanes.fence(window, context.run.tags)
     warehouse.LOCK_STATS.reset()
