@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Iterator
@@ -71,6 +72,13 @@ def history(env: Path) -> Iterator[dict[str, Any]]:
         yield {"instance": instance, "runs": runs, "home": env / "home"}
 
 
+@pytest.fixture()
+def slack_token(monkeypatch: pytest.MonkeyPatch) -> str:
+    """The token `_slack` reads through dg.EnvVar, for tests that do not run inside the module's `env`."""
+    monkeypatch.setenv("ATLASMART_SLACK_TOKEN", TOKEN)
+    return TOKEN
+
+
 def _slack(server: SlackServer, **kw: Any) -> Any:
     from atlasmart_assets.alerts.slack import AtlasSlack
     return AtlasSlack(token=dg.EnvVar("ATLASMART_SLACK_TOKEN"), base_url=server.base_url,
@@ -83,7 +91,7 @@ def _tick(sensor_name: str, instance: dg.DagsterInstance, slack: Any, cursor: st
     definitions = definitions or defs
     ctx = dg.build_sensor_context(instance=instance, cursor=cursor, definitions=definitions,
                                   resources={"slack": slack})
-    return definitions.get_sensor_def(sensor_name).evaluate_tick(ctx)
+    return definitions.resolve_sensor_def(sensor_name).evaluate_tick(ctx)
 
 
 CHECKS = "atlasmart_check_failures_to_slack"
@@ -134,8 +142,9 @@ def _materialize_tiny(defs: dg.Definitions, instance: dg.DagsterInstance, n: int
         assert defs.resolve_implicit_global_asset_job_def().execute_in_process(instance=instance).success
 
 
-def test_warn_failures_resume_after_restart_without_duplicates_or_gaps(warn_defs: dg.Definitions,
-                                                                      tmp_path: Path) -> None:
+def test_warn_failures_resume_after_restart_without_duplicates_or_gaps(warn_defs: dg.Definitions, tmp_path: Path,
+                                                                      slack_token: str,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     from atlasmart_assets.alerts import common
     with SlackServer() as server:
         with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
@@ -144,21 +153,20 @@ def test_warn_failures_resume_after_restart_without_duplicates_or_gaps(warn_defs
         assert len(server.texts) == 3 and all(":warning:" in t and '"minimum": 2' in t for t in server.texts)
         with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
             _materialize_tiny(warn_defs, instance, 2)
-            old_batch, common.BATCH = common.BATCH, 1
-            try:
-                cursor = saved
-                for _ in range(3):
-                    cursor = _tick(CHECKS, instance, _slack(server), cursor, warn_defs).cursor
-            finally:
-                common.BATCH = old_batch
+            monkeypatch.setattr(common, "BATCH", 1)
+            cursor, sent = saved, []
+            for _ in range(3):
+                cursor = _tick(CHECKS, instance, _slack(server), cursor, warn_defs).cursor
+                sent.append(len(server.texts))
             runs = [r.run_id for r in instance.get_runs()]
+    assert sent == [4, 5, 5], "the sensor did not deliver one alert per tick with BATCH = 1"
     alerted = [t.rsplit("|", 1)[1].rstrip(">") for t in server.texts]
     assert sorted(alerted) == sorted(runs) and len(set(alerted)) == 5
 
 
 @pytest.mark.parametrize("mode", [RATELIMITED, HTTP_500, SLOW])
 def test_refused_post_keeps_the_alert_for_the_next_tick(warn_defs: dg.Definitions, tmp_path: Path,
-                                                        mode: str) -> None:
+                                                        slack_token: str, mode: str) -> None:
     with SlackServer(mode=mode, slow_s=2.5) as server, dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
         _materialize_tiny(warn_defs, instance, 1)
         refused = _tick(CHECKS, instance, _slack(server), None, warn_defs)
@@ -222,5 +230,35 @@ def test_token_never_printed(history: dict[str, Any], warn_defs: dg.Definitions,
     out = capsys.readouterr()
     seen = out.out + out.err + caplog.text + "".join(str(r) for r in results)
     assert TOKEN not in seen
-    from atlasmart_assets.definitions import defs
-    assert TOKEN not in repr(defs.resources)
+
+
+# Loads the code location the way a code server does, in a fresh process where the token is set before any import,
+# and prints what it holds: the resources' repr and the repository snapshot the UI renders (resource config).
+# `leaky` is the same snapshot with the token given as a plain string: the control that the check can fail.
+SHOW_RESOURCES = """
+import json, os
+from dagster._core.remote_representation.external_data import RepositorySnap
+from dagster._serdes import serialize_value
+import dagster as dg
+from atlasmart_assets.alerts.slack import AtlasSlack
+from atlasmart_assets.definitions import defs
+
+def ui(definitions):
+    return serialize_value(RepositorySnap.from_def(definitions.get_repository_def()).resources)
+
+leaky = dg.Definitions(assets=defs.assets, sensors=defs.sensors,
+                       resources={"slack": AtlasSlack(token=os.environ["ATLASMART_SLACK_TOKEN"])})
+print(json.dumps({"repr": repr(defs.resources), "ui": ui(defs), "leaky_ui": ui(leaky)}))
+"""
+
+
+def test_token_never_in_the_loaded_definitions_or_what_the_ui_shows(env: Path) -> None:
+    assert os.environ["ATLASMART_SLACK_TOKEN"] == TOKEN
+    proc = subprocess.run([sys.executable, "-c", SHOW_RESOURCES], cwd=REPO, env=dict(os.environ),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    shown = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert TOKEN in shown["leaky_ui"], "the control: a plain-string token must show in the snapshot"
+    assert "ATLASMART_SLACK_TOKEN" in shown["repr"] and "ATLASMART_SLACK_TOKEN" in shown["ui"]
+    assert TOKEN not in shown["repr"] and TOKEN not in shown["ui"]
+    assert TOKEN not in proc.stderr

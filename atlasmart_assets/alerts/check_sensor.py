@@ -11,9 +11,10 @@ from typing import Any
 
 import dagster as dg
 
+from atlasmart_assets.alerts import common
 from atlasmart_assets.alerts import format as fmt
 from atlasmart_assets.alerts.check_records import CheckRecord, records_after
-from atlasmart_assets.alerts.common import BATCH, SLACK_KEY, dump_cursor, load_cursor, partitions_of, skip_unless_configured
+from atlasmart_assets.alerts.common import SLACK_KEY, dump_cursor, load_cursor, partitions_of, skip_unless_configured
 from atlasmart_assets.alerts.slack import AtlasSlack, SlackPostError
 
 
@@ -56,8 +57,9 @@ def _failure(group: list[CheckRecord], runs: _Runs, slack: AtlasSlack) -> fmt.Ch
         figures=figures, run_id=first.run_id, run_url=slack.run_url(first.run_id))
 
 
-def evaluate(context: dg.SensorEvaluationContext, slack: AtlasSlack, batch: int = BATCH) -> dg.SkipReason:
+def evaluate(context: dg.SensorEvaluationContext, slack: AtlasSlack, batch: int | None = None) -> dg.SkipReason:
     """One tick: alert up to `batch` unsent failures, oldest first, and persist what was delivered."""
+    batch = common.BATCH if batch is None else batch
     state: dict[str, Any] = load_cursor(context.cursor).get("checks", {})
     runs = _Runs(context.instance)
     keys = sorted(context.repository_def.asset_graph.asset_check_keys, key=lambda k: k.to_user_string())

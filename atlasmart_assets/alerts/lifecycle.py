@@ -15,8 +15,9 @@ from typing import Any, Sequence
 import dagster as dg
 
 from atlasmart_assets import settings, warehouse
+from atlasmart_assets.alerts import common
 from atlasmart_assets.alerts import format as fmt
-from atlasmart_assets.alerts.common import BATCH, SLACK_KEY, dump_cursor, load_cursor, partitions_of, skip_unless_configured
+from atlasmart_assets.alerts.common import SLACK_KEY, dump_cursor, load_cursor, partitions_of, skip_unless_configured
 from atlasmart_assets.alerts.slack import AtlasSlack, SlackPostError
 from atlasmart_assets.window import BACKFILL_TAG, REASON_TAG
 
@@ -164,8 +165,9 @@ def _notices(context: dg.SensorEvaluationContext, slack: AtlasSlack, state: dict
         yield text, (lambda r=run.run_id: noticed.append(r))
 
 
-def evaluate(context: dg.SensorEvaluationContext, slack: AtlasSlack, batch: int = BATCH) -> dg.SkipReason:
+def evaluate(context: dg.SensorEvaluationContext, slack: AtlasSlack, batch: int | None = None) -> dg.SkipReason:
     """One tick: deliver up to `batch` lifecycle notices in order; stop at the first Slack refusal."""
+    batch = common.BATCH if batch is None else batch
     state = load_cursor(context.cursor)
     delivered, error = 0, None
     for text, commit in _notices(context, slack, state):

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import dagster as dg
 
+from atlasmart_assets.alerts import common
 from atlasmart_assets.alerts import format as fmt
-from atlasmart_assets.alerts.common import BATCH, SLACK_KEY, dump_cursor, load_cursor, partitions_of, skip_unless_configured
+from atlasmart_assets.alerts.common import SLACK_KEY, dump_cursor, load_cursor, partitions_of, skip_unless_configured
 from atlasmart_assets.alerts.slack import AtlasSlack, SlackPostError
 from atlasmart_assets.window import BACKFILL_TAG, REASON_TAG
 
@@ -33,8 +34,9 @@ def _failure(run: dg.DagsterRun, instance: dg.DagsterInstance, slack: AtlasSlack
                           reason=run.tags.get(REASON_TAG), errors=_errors(instance, run.run_id))
 
 
-def evaluate(context: dg.SensorEvaluationContext, slack: AtlasSlack, batch: int = BATCH) -> dg.SkipReason:
+def evaluate(context: dg.SensorEvaluationContext, slack: AtlasSlack, batch: int | None = None) -> dg.SkipReason:
     """One tick: alert up to `batch` run failures after the cursor, oldest first."""
+    batch = common.BATCH if batch is None else batch
     state = load_cursor(context.cursor)
     after: int | None = state.get("after_storage_id")
     jobs = set(context.repository_def.job_names)
