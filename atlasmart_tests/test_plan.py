@@ -1,7 +1,6 @@
 """The plan predicts what the backfill then publishes, writes nothing, and readers see the correction flag."""
 
 import datetime as dt
-import json
 import os
 import subprocess
 import sys
@@ -59,38 +58,31 @@ def test_reader_sees_the_flag_during_a_backfill_and_not_after(env, instance, tmp
         day = dt.date(2026, 9, 1) + dt.timedelta(days=k)
         generate.write_raw(env.raw_dir, day, generate.synthetic_lines(day, 4_000, 40))
     assert run_chain(instance, "2026-09-01", "2026-09-08").success
-    out, stop = tmp_path / "flags.json", tmp_path / "stop"
-    reader = subprocess.Popen([sys.executable, "-c", READER, str(env.warehouse_path), str(out), str(stop)], cwd=REPO)
+    # The backfill runs raw and staged (which flag the window), then waits at the gate before fact_and_mart:
+    # the flag is read while the correction is certainly in progress, and again once it has published.
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    for step in ("raw__order_lines", "staged__order_lines"):
+        (gates / f"{step}.open").touch()
     worker = subprocess.Popen([sys.executable, "-m", "atlasmart_tests.crash_worker", "2026-09-01", "2026-09-08"],
-                              cwd=REPO, env=os.environ.copy(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    assert worker.wait(timeout=180) == 0
-    time.sleep(0.5)
-    stop.touch()
-    assert reader.wait(timeout=30) == 0
-    seen = json.loads(out.read_text())
-    assert any(s and s[0][1] == "bf-crash" for s in seen), "the reader never saw the correction flag"
+                              cwd=REPO, env={**os.environ, "ATLASMART_GATE_DIR": str(gates)},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while not list(gates.glob("*.fact_and_mart.arrived")):
+        assert worker.poll() is None, f"the backfill ended (status {worker.returncode}) before reaching fact_and_mart"
+        assert time.monotonic() < deadline, "the backfill never reached fact_and_mart"
+        time.sleep(0.05)
+    flagged = _flags(env)
+    (gates / "fact_and_mart.open").touch()
+    assert worker.wait(timeout=300) == 0
+    assert {d.isoformat() for d, _ in flagged} == {f"2026-09-0{k}" for k in range(1, 9)}
+    assert {b for _, b in flagged} == {"bf-crash"}
     assert _flags(env) == []
 
     # A failing backfill clears its flag too (the run ends without publishing).
     (env.raw_dir / "partition=2026-09-03.json").write_text("{")
     result = run_chain(instance, "2026-09-02", "2026-09-04", {"dagster/backfill": "bf-fails"})
     assert not result.success and _flags(env) == []
-
-
-READER = """
-import json, sys, time, duckdb
-path, out, stop = sys.argv[1:4]
-seen = []
-while not __import__('os').path.exists(stop):
-    try:
-        with duckdb.connect(path, read_only=True) as con:
-            seen.append(con.execute("select distinct partition_date::varchar, correction_backfill_id "
-                                    "from mart.revenue_daily_v where correction_in_progress order by 1").fetchall())
-    except duckdb.Error:
-        pass
-    time.sleep(0.01)
-open(out, 'w').write(json.dumps(seen))
-"""
 
 
 def test_plan_job_shows_the_plan_in_the_ui(env, instance) -> None:
