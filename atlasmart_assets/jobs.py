@@ -5,14 +5,12 @@ import dagster as dg
 
 from atlasmart_assets import chart, plan
 from atlasmart_assets import rollback as rollback_mod
-from atlasmart_assets.partitions import daily_partitions
 
-CHAIN = dg.AssetSelection.groups("raw", "staged", "fact", "mart") - dg.AssetSelection.keys(["raw", "customers"])
+CHAIN = dg.AssetSelection.groups("raw", "staged", "fact", "mart") - dg.AssetSelection.assets(["raw", "customers"])
 
 daily_job = dg.define_asset_job(
     "atlasmart_daily",
     selection=CHAIN,
-    partitions_def=daily_partitions,
     description="raw -> staged -> fact + mart for a window, audited and published in one commit.",
 )
 
