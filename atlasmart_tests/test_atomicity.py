@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+import dagster as dg
 import pytest
 
 from atlasmart_assets import candidates, extracts, generate, settings, warehouse
@@ -82,9 +83,7 @@ def incident_dir(tmp_path_factory) -> Path:
     old = {k: os.environ.get(k) for k in ("ATLASMART_RAW_DIR", "ATLASMART_DATA_DIR")}
     os.environ.update(ATLASMART_RAW_DIR=str(raw), ATLASMART_DATA_DIR=str(base / "data"))
     try:
-        import dagster as dg
-
-        with dg.instance_for_test() as inst:
+        with dg.DagsterInstance.ephemeral() as inst:
             assert run_chain(inst, "2026-09-18", "2026-09-21").success
         publish_legacy_incident(settings.load())
     finally:
@@ -117,8 +116,8 @@ def _recover_then_rerun(cfg: settings.Settings) -> tuple[dict, dict]:
     with warehouse.connect(cfg):
         pass  # the next connection recovers extracts committed but not yet swapped in
     middle = state.content(cfg)
-    rerun = _spawn("atlasmart_tests.crash_worker", "2026-09-18", "2026-09-20")
-    assert rerun.wait(timeout=300) == 0
+    with dg.DagsterInstance.ephemeral() as instance:
+        assert run_chain(instance, "2026-09-18", "2026-09-20", {"dagster/backfill": "bf-rerun"}).success
     assert extracts.read(cfg, "2026-09-20")["controls"][4] == 425
     return middle, state.content(cfg)
 

@@ -38,8 +38,8 @@ CRAFTS = {
 
 
 @pytest.mark.parametrize("craft", sorted(CRAFTS))
-def test_crafted_candidate_fails_its_audit_and_publishes_nothing(env, instance, craft) -> None:
-    assert run_chain(instance, "2026-09-18", "2026-09-20").success
+def test_crafted_candidate_fails_its_audit_and_publishes_nothing(env, published, craft) -> None:
+    published(("2026-09-18", "2026-09-20"))
     before = state.snapshot(env)
     window, run_id = Window.of(DAY), f"crafted-{craft}"
     scratch = warehouse.scratch_path(env, run_id)
@@ -57,8 +57,8 @@ def test_crafted_candidate_fails_its_audit_and_publishes_nothing(env, instance, 
     assert state.snapshot(env) == before
 
 
-def test_good_candidate_passes_every_audit(env, instance) -> None:
-    assert run_chain(instance, "2026-09-18", "2026-09-20").success
+def test_good_candidate_passes_every_audit(env, published) -> None:
+    published(("2026-09-18", "2026-09-20"))
     run_id = "good"
     scratch = warehouse.scratch_path(env, run_id)
     warehouse.copy_out(env, scratch, "staged.order_lines", Window.of(DAY), "staged")
@@ -72,8 +72,8 @@ def _check(result, name):
     return evaluation
 
 
-def test_old_shape_file_fails_required_fields(env, instance) -> None:
-    assert run_chain(instance, "2026-09-18").success
+def test_old_shape_file_fails_required_fields(env, instance, published) -> None:
+    published(("2026-09-18", None))
     before = state.snapshot(env)
     path = env.raw_dir / f"partition={DAY}.json"
     doc = json.loads(path.read_text())
@@ -88,8 +88,8 @@ def test_old_shape_file_fails_required_fields(env, instance) -> None:
     assert state.snapshot(env) == before
 
 
-def test_mutated_raw_fails_loudly(env, instance) -> None:
-    assert run_chain(instance, DAY).success
+def test_mutated_raw_fails_loudly(env, instance, published) -> None:
+    published((DAY, None))
     before = state.snapshot(env)
     path = env.raw_dir / f"partition={DAY}.json"
     path.write_text(path.read_text().replace('"records"', ' "records"'))  # same data, different bytes
@@ -100,8 +100,8 @@ def test_mutated_raw_fails_loudly(env, instance) -> None:
     assert state.snapshot(env) == before
 
 
-def test_published_checks_catch_another_writer(env, instance) -> None:
-    assert run_chain(instance, "2026-09-18", "2026-09-20").success
+def test_published_checks_catch_another_writer(env, published) -> None:
+    published(("2026-09-18", "2026-09-20"))
     window = Window.of("2026-09-18", "2026-09-20")
     assert published_fact_unique(env, window).passed and published_mart_matches_fact(env, window).passed
     with warehouse.connect(env) as con:

@@ -14,8 +14,8 @@ from atlasmart_tests import state
 REPO = Path(__file__).resolve().parent.parent
 
 
-def test_plan_predicts_the_publication_and_writes_nothing(env, instance) -> None:
-    assert run_chain(instance, "2026-09-17", "2026-09-21").success
+def test_plan_predicts_the_publication_and_writes_nothing(env, instance, published) -> None:
+    published(("2026-09-17", "2026-09-21"))
     lab.publish_legacy_incident(env)
     before = state.snapshot(env)
     raw_before = state.table_rows(env, "raw.order_lines")
@@ -85,10 +85,10 @@ def test_reader_sees_the_flag_during_a_backfill_and_not_after(env, instance, tmp
     assert not result.success and _flags(env) == []
 
 
-def test_plan_job_shows_the_plan_in_the_ui(env, instance) -> None:
+def test_plan_job_shows_the_plan_in_the_ui(env, instance, published) -> None:
     from atlasmart_assets.definitions import defs
 
-    assert run_chain(instance, "2026-09-19", "2026-09-20").success
+    published(("2026-09-19", "2026-09-20"))
     before = state.snapshot(env)
     result = defs.resolve_job_def("plan_job").execute_in_process(
         instance=instance, run_config={"ops": {"plan_backfill": {"config": {"start": "2026-09-19", "end": "2026-09-21"}}}})

@@ -12,8 +12,8 @@ def _ledger(cfg, day):
                             f"partition_date = '{day}'")
 
 
-def test_rollback_job_restores_previous_publication_byte_identical(env, instance) -> None:
-    assert run_chain(instance, "2026-09-19", "2026-09-21").success
+def test_rollback_job_restores_previous_publication_byte_identical(env, instance, published) -> None:
+    published(("2026-09-19", "2026-09-21"))
     original = state.content(env)
     original_bytes = (env.published_dir / "partition=2026-09-20.json").read_bytes()
     lab.publish_legacy_incident(env)
@@ -33,8 +33,8 @@ def test_rollback_job_restores_previous_publication_byte_identical(env, instance
     assert undo[5] == incident[6] and undo[6] == first[6]
 
 
-def test_cli_rollback_undoes_the_latest_publication_of_each_partition(env, instance) -> None:
-    assert run_chain(instance, "2026-09-18", "2026-09-20").success
+def test_cli_rollback_undoes_the_latest_publication_of_each_partition(env, instance, published) -> None:
+    published(("2026-09-18", "2026-09-20"))
     original = state.content(env)
     assert run_chain(instance, "2026-09-18", "2026-09-20", {"dagster/backfill": "bf-range"}).success
     lab.publish_legacy_incident(env)
@@ -49,8 +49,8 @@ def test_cli_rollback_undoes_the_latest_publication_of_each_partition(env, insta
     assert len({r[0] for r in kinds}) == 2 and len(kinds) == 4
 
 
-def test_rollback_refuses_partitions_without_history(env, instance) -> None:
-    assert run_chain(instance, "2026-09-20").success
+def test_rollback_refuses_partitions_without_history(env, published) -> None:
+    published(("2026-09-20", None))
     before = state.snapshot(env)
     assert cli.main(["rollback", "--from", "2026-09-20", "--reason", "nothing to undo"]) == 2
     assert state.snapshot(env) == before
