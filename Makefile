@@ -11,7 +11,7 @@ $(BIN)/dagster: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
-.PHONY: setup dev browser test lab bench
+.PHONY: setup dev browser test test-fast lab bench
 setup: $(BIN)/dagster
 
 dev: setup
@@ -24,6 +24,10 @@ browser:
 
 test: setup browser
 	$(BIN)/python -m pytest -q
+
+# The inner loop: every test but the deployment and browser ones (marked integration), on both cores.
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "not integration" -n 2 --dist loadgroup
 
 lab: setup
 	$(BIN)/atlasmart lab

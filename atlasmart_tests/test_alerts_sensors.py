@@ -20,6 +20,9 @@ from slack_server import HTTP_500, OK, RATELIMITED, SLOW, SlackServer  # noqa: E
 REPO = Path(__file__).resolve().parent.parent
 TOKEN = "xoxb-test-secret-token-0001"
 
+# One xdist worker runs the whole module: the run history behind most tests is built once.
+pytestmark = pytest.mark.xdist_group("alerts")
+
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:

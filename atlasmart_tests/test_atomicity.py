@@ -17,7 +17,7 @@ import pytest
 from atlasmart_assets import candidates, extracts, generate, settings, warehouse
 from atlasmart_assets.lab import publish_legacy_incident, run_chain
 from atlasmart_assets.window import RunInfo, Window
-from atlasmart_tests import state
+from atlasmart_tests import crash_worker, state
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -39,7 +39,7 @@ def test_reader_sees_all_old_or_all_new(env, instance, tmp_path) -> None:
     days = 10
     for k in range(days):
         day = dt.date(2026, 9, 1) + dt.timedelta(days=k)
-        generate.write_raw(env.raw_dir, day, generate.synthetic_lines(day, 4_000, 40))
+        generate.write_raw(env.raw_dir, day, generate.synthetic_lines(day, 1_000, 40))
     window = Window.of("2026-09-01", "2026-09-10")
     assert run_chain(instance, "2026-09-01", "2026-09-10").success
     old = sum(extracts.read(env, d)["controls"][4] for d in window.keys)
@@ -129,8 +129,9 @@ def test_sigkill_at_a_failpoint_leaves_before_or_after_and_rerun_converges(incid
     before = state.content(cfg)
     assert extracts.read(cfg, "2026-09-20")["controls"][4] == 435
 
-    worker = _spawn("atlasmart_tests.crash_worker", "2026-09-18", "2026-09-20", env={"ATLASMART_FAILPOINT": point})
-    assert worker.wait(timeout=300) == -signal.SIGKILL
+    worker = crash_worker.start("2026-09-18", "2026-09-20", {"ATLASMART_FAILPOINT": point})
+    worker.join(timeout=300)
+    assert worker.exitcode == -signal.SIGKILL
     middle, after = _recover_then_rerun(cfg)
     assert middle == (after if point in ("committed", "swapped") else before), point
 
@@ -144,14 +145,14 @@ def test_sigkill_inside_the_publish_leaves_before_or_after(incident_dir, tmp_pat
         before = state.content(cfg)
         trace = tmp_path / f"trace{attempt}"
         trace.mkdir()
-        worker = _spawn("atlasmart_tests.crash_worker", "2026-09-18", "2026-09-20",
-                        env={"ATLASMART_FAILPOINT_TRACE": str(trace)})
-        _wait(lambda: (trace / "staged_extracts").exists() or worker.poll() is not None,
+        worker = crash_worker.start("2026-09-18", "2026-09-20", {"ATLASMART_FAILPOINT_TRACE": str(trace)})
+        _wait(lambda: (trace / "staged_extracts").exists() or not worker.is_alive(),
               "the worker to enter the publish", 300)
-        assert (trace / "staged_extracts").exists(), f"the worker ended (status {worker.returncode}) before publishing"
+        assert (trace / "staged_extracts").exists(), f"the worker ended (status {worker.exitcode}) before publishing"
         time.sleep(delay_s)
-        worker.send_signal(signal.SIGKILL)
-        code = worker.wait(timeout=60)
+        worker.kill()
+        worker.join(timeout=60)
+        code = worker.exitcode
         if (trace / "swapped").exists():
             delay_s = 0.0
             continue
@@ -161,7 +162,7 @@ def test_sigkill_inside_the_publish_leaves_before_or_after(incident_dir, tmp_pat
         committed = (trace / "committed").exists()
         if committed:
             assert middle == after
-        print(f"\n[kill] {delay_s}s after staged_extracts, attempt {attempt + 1}: killed "
-              f"{'after' if committed else 'before'} the commit, reader saw {'after' if middle == after else 'before'}")
+        print(f"\n[kill] {delay_s}s after staged_extracts, attempt {attempt + 1}: the committed failpoint was "
+              f"{'' if committed else 'not '}reached; a reader then saw {'after' if middle == after else 'before'}")
         return
     pytest.fail(f"in {TIMER_ATTEMPTS} attempts no SIGKILL landed inside the publish")

@@ -1,17 +1,11 @@
 """The plan predicts what the backfill then publishes, writes nothing, and readers see the correction flag."""
 
 import datetime as dt
-import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 from atlasmart_assets import extracts, generate, lab, plan
 from atlasmart_assets.lab import run_chain
-from atlasmart_tests import state
-
-REPO = Path(__file__).resolve().parent.parent
+from atlasmart_tests import crash_worker, state
 
 
 def test_plan_predicts_the_publication_and_writes_nothing(env, instance, published) -> None:
@@ -56,7 +50,7 @@ def _flags(cfg) -> list[tuple]:
 def test_reader_sees_the_flag_during_a_backfill_and_not_after(env, instance, tmp_path) -> None:
     for k in range(8):
         day = dt.date(2026, 9, 1) + dt.timedelta(days=k)
-        generate.write_raw(env.raw_dir, day, generate.synthetic_lines(day, 4_000, 40))
+        generate.write_raw(env.raw_dir, day, generate.synthetic_lines(day, 1_000, 40))
     assert run_chain(instance, "2026-09-01", "2026-09-08").success
     # The backfill runs raw and staged (which flag the window), then waits at the gate before fact_and_mart:
     # the flag is read while the correction is certainly in progress, and again once it has published.
@@ -64,17 +58,16 @@ def test_reader_sees_the_flag_during_a_backfill_and_not_after(env, instance, tmp
     gates.mkdir()
     for step in ("raw__order_lines", "staged__order_lines"):
         (gates / f"{step}.open").touch()
-    worker = subprocess.Popen([sys.executable, "-m", "atlasmart_tests.crash_worker", "2026-09-01", "2026-09-08"],
-                              cwd=REPO, env={**os.environ, "ATLASMART_GATE_DIR": str(gates)},
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    worker = crash_worker.start("2026-09-01", "2026-09-08", {"ATLASMART_GATE_DIR": str(gates)})
     deadline = time.monotonic() + 300
     while not list(gates.glob("*.fact_and_mart.arrived")):
-        assert worker.poll() is None, f"the backfill ended (status {worker.returncode}) before reaching fact_and_mart"
+        assert worker.is_alive(), f"the backfill ended (status {worker.exitcode}) before reaching fact_and_mart"
         assert time.monotonic() < deadline, "the backfill never reached fact_and_mart"
         time.sleep(0.05)
     flagged = _flags(env)
     (gates / "fact_and_mart.open").touch()
-    assert worker.wait(timeout=300) == 0
+    worker.join(timeout=300)
+    assert worker.exitcode == 0
     assert {d.isoformat() for d, _ in flagged} == {f"2026-09-0{k}" for k in range(1, 9)}
     assert {b for _, b in flagged} == {"bf-crash"}
     assert _flags(env) == []
