@@ -12,7 +12,7 @@ $(BIN)/dagster: pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[test]'
 	touch $@
 
-.PHONY: setup dev browser test lab bench
+.PHONY: setup dev browser test test-fast lab bench
 setup: $(BIN)/dagster
 
 dev: setup
@@ -30,9 +30,15 @@ browser:
 	else echo "make browser: chromium is missing and cannot be installed here (needs root and apt-get);" \
 	  "the browser test will be skipped (under CI=true it fails)"; fi
 
-# -rs prints the reason of every skipped test (e.g. the browser test without chromium).
+# Everything: the in-process tier on both cores, then the deployment and browser tests one at a time (each starts
+# its own webserver + daemon). -rs prints the reason of every skipped test (e.g. the browser test without chromium).
 test: setup browser
-	$(BIN)/python -m pytest -q -rs
+	$(BIN)/python -m pytest -q -rs -m "not integration" -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -q -rs -m integration
+
+# The inner loop: every test but the deployment and browser ones (marked integration), on both cores.
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "not integration" -n 2 --dist loadgroup
 
 lab: setup
 	$(BIN)/atlasmart lab

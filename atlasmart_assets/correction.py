@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import duckdb
 
-from atlasmart_assets import audits, candidates, reference, sql
+from atlasmart_assets import audits, candidates, failpoints, reference, sql
 from atlasmart_assets.audits import Audit
 from atlasmart_assets.contract import CODE_VERSION, FCT_ORDER_LINES, REVENUE_DAILY, STAGED_ORDER_LINES
 from atlasmart_assets.progress import Progress
@@ -193,6 +193,7 @@ def correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool],
     if ref.problems:
         return Outcome([ref.audit()], {}, None, {}, stats)
     _take_window(wh, scope, stats, run_finished, ref)
+    failpoints.gate("window_flagged", run_id)
     outcome: Outcome | None = None
     try:
         con = wh.open_scratch(run_id, threads)

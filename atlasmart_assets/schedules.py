@@ -4,6 +4,8 @@ deployment (`make dev` on a fresh clone) publishes the newest day within a minut
 
 from __future__ import annotations
 
+import os
+
 import dagster as dg
 
 from atlasmart_assets import partitions
@@ -39,10 +41,16 @@ def is_materialized(instance: dg.DagsterInstance, day: str) -> bool:
     return bool(records.records)
 
 
+CATCH_UP_ENV = "ATLASMART_CATCH_UP"
+
+
 def catch_up(context: dg.SensorEvaluationContext, warehouse: Warehouse) -> dg.RunRequest | dg.SkipReason:
     """One tick: request the newest day in the current lane if it is missing, its evidence has landed, no run of it
     is in flight, and this sensor has not tried it yet (a failed try is left to the schedule or the operator)."""
     day = partitions.newest_partition()
+    if os.environ.get(CATCH_UP_ENV, "on").lower() in ("0", "off", "false", "no"):
+        return dg.SkipReason(f"catch-up is off ({CATCH_UP_ENV}={os.environ[CATCH_UP_ENV]}): the daily schedule alone "
+                             "loads the newest day")
     if is_materialized(context.instance, day):
         return dg.SkipReason(f"the newest partition {day} is materialized")
     if not raw_landed(warehouse, day):

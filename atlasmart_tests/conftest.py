@@ -8,6 +8,7 @@ os.environ.setdefault("ATLASMART_START_DATE", "2026-09-01")
 
 import shutil  # noqa: E402
 from pathlib import Path  # noqa: E402
+from typing import Callable, Iterator  # noqa: E402
 
 import dagster as dg  # noqa: E402
 import pytest  # noqa: E402
@@ -16,6 +17,7 @@ from atlasmart_assets import settings  # noqa: E402
 # Load the code location once, before any test changes the environment: the warehouse resource binds (as
 # dg.EnvVar) exactly the ATLASMART_* variables set at load time, as a deployment does.
 from atlasmart_assets import definitions  # noqa: E402,F401
+from atlasmart_assets.lab import run_chain  # noqa: E402
 from atlasmart_tests import state  # noqa: E402
 
 REPO_RAW = Path(__file__).resolve().parent.parent / "raw"
@@ -32,9 +34,37 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> settings.Settings:
 
 
 @pytest.fixture
-def instance() -> dg.DagsterInstance:
-    with dg.instance_for_test() as inst:
+def instance() -> Iterator[dg.DagsterInstance]:
+    """An in-memory Dagster instance: runs execute and record events as on disk, without SQLite's fsyncs."""
+    with dg.DagsterInstance.ephemeral() as inst:
         yield inst
+
+
+Runs = tuple[tuple[str, str | None], ...]
+
+
+@pytest.fixture(scope="session")
+def published_cache(tmp_path_factory: pytest.TempPathFactory) -> dict[Runs, Path]:
+    return {}
+
+
+@pytest.fixture
+def published(env: settings.Settings, published_cache: dict[Runs, Path],
+              tmp_path_factory: pytest.TempPathFactory) -> Callable[..., None]:
+    """`published((start, end), ...)` gives the test's data dir the state those runs of the daily job leave on the
+    shipped raw (end None: a single-partition run). Each sequence runs once per session; tests get a copy."""
+    def make(*runs: tuple[str, str | None]) -> None:
+        if runs not in published_cache:
+            base = tmp_path_factory.mktemp("published")
+            shutil.copytree(REPO_RAW, base / "raw")
+            with pytest.MonkeyPatch.context() as mp, dg.DagsterInstance.ephemeral() as inst:
+                mp.setenv("ATLASMART_RAW_DIR", str(base / "raw"))
+                mp.setenv("ATLASMART_DATA_DIR", str(base / "data"))
+                for start, end in runs:
+                    assert run_chain(inst, start, end).success, (start, end)
+            published_cache[runs] = base / "data"
+        shutil.copytree(published_cache[runs], env.data_dir, symlinks=True)
+    return make
 
 
 @pytest.fixture

@@ -54,6 +54,14 @@ mutation($p: LaunchBackfillParams!) {
   }
 }"""
 
+SCHEDULE_ID = """
+query($s: ScheduleSelector!) { scheduleOrError(scheduleSelector: $s) { __typename
+    ... on Schedule { id } ... on PythonError { message } ... on ScheduleNotFoundError { message } } }"""
+
+STOP_SCHEDULE = """
+mutation($id: String!) { stopRunningSchedule(id: $id) { __typename
+    ... on ScheduleStateResult { scheduleState { status } } ... on PythonError { message } } }"""
+
 LOCATION_STATUS = """
 { workspaceOrError { __typename ... on Workspace { locationEntries { name loadStatus
     locationOrLoadError { __typename ... on PythonError { message } } } } } }"""
@@ -180,6 +188,23 @@ class Deployment:
             raise DeploymentError(f"launchPartitionBackfill refused: {result}")
         return result["backfillId"]
 
+    def stop_schedule(self, name: str) -> None:
+        """Stop a schedule (as the UI's toggle does), so that no tick adds a run in the middle of a scenario."""
+        selector = {"repositoryLocationName": LOCATION, "repositoryName": REPOSITORY, "scheduleName": name}
+        found = self.graphql(SCHEDULE_ID, {"s": selector})["scheduleOrError"]
+        if found["__typename"] != "Schedule":
+            raise DeploymentError(f"schedule {name} not found: {found}")
+        result = self.graphql(STOP_SCHEDULE, {"id": found["id"]})["stopRunningSchedule"]
+        if result["__typename"] != "ScheduleStateResult" or result["scheduleState"]["status"] != "STOPPED":
+            raise DeploymentError(f"stopRunningSchedule refused: {result}")
+
+    def status(self, run_id: str) -> str:
+        with self.instance() as instance:
+            run = instance.get_run_by_id(run_id)
+        if run is None:
+            raise DeploymentError(f"no run {run_id}")
+        return run.status.value
+
     def instance(self) -> dg.DagsterInstance:
         """The deployment's instance, read from this process (run records, event logs)."""
         return dg.DagsterInstance.from_config(str(self.home))
@@ -194,6 +219,39 @@ class Deployment:
                 return value
             time.sleep(poll_s)
         raise DeploymentError(f"timed out after {timeout_s}s waiting for {what}\n{self.log_tail()}")
+
+
+@dataclass(frozen=True)
+class Gates:
+    """The test's side of `atlasmart_assets.failpoints.gate`: which runs are held at a step, and opening them.
+
+    With ATLASMART_GATE_DIR set, every asset step of every run waits at its start until its run or its step is
+    opened, so a test decides which runs are in progress at once instead of hoping they overlap."""
+
+    directory: Path
+    points: tuple[str, ...] = ("raw__order_lines", "correction", "window_flagged")
+
+    def env(self, timeout_s: float = 900) -> dict[str, str]:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        # The catch-up sensor would add a newest-day run that the gate holds: these tests launch it themselves.
+        return {"ATLASMART_GATE_DIR": str(self.directory), "ATLASMART_GATE_TIMEOUT_S": str(timeout_s),
+                "ATLASMART_CATCH_UP": "off"}
+
+    def arrived(self, run_id: str) -> bool:
+        return any(self.directory.glob(f"{run_id}.*.arrived"))
+
+    def open_run(self, *run_ids: str) -> None:
+        for run_id in run_ids:
+            (self.directory / f"{run_id}.open").touch()
+
+    def open_all(self) -> None:
+        for point in self.points:
+            (self.directory / f"{point}.open").touch()
+
+    def opened_at(self, run_id: str) -> float | None:
+        """When the run's first step passed the gate (epoch seconds), if it did."""
+        passed = [p.stat().st_mtime for p in self.directory.glob(f"{run_id}.*.passed")]
+        return min(passed, default=None)
 
 
 def max_concurrent(records: Sequence[dg.RunRecord]) -> int:
@@ -225,6 +283,15 @@ def wait_runs_finished(dep: Deployment, run_ids: Sequence[str], timeout_s: float
             records = list(instance.get_run_records(dg.RunsFilter(run_ids=list(run_ids))))
             return records if len(records) == len(run_ids) and finished(records) else None
         return dep.wait_for(f"runs {list(run_ids)} to finish", done, timeout_s)
+
+
+def wait_backfill_run(dep: Deployment, backfill_id: str, timeout_s: float) -> str:
+    """The id of the one run the (single-run) backfill created, once the backfill daemon created it."""
+    with dep.instance() as instance:
+        records = dep.wait_for(f"backfill {backfill_id} to create its run",
+                               lambda: backfill_runs(instance, backfill_id), timeout_s)
+    [record] = records
+    return record.dagster_run.run_id
 
 
 def wait_backfill_runs(dep: Deployment, backfill_id: str, status: set[str], timeout_s: float) -> list[dg.RunRecord]:

@@ -25,6 +25,9 @@ HOSTILE = "<!channel> urgent\n*Correction published* fake line"
 GRPC_INFO = '{"host": "localhost", "socket": "/tmp/tmpabc/grpc.sock"}'
 ASSET_WINDOW = ["2026-09-03", "2026-09-04", "2026-09-05"]
 
+# One xdist worker runs the whole module: the run history behind most tests is built once.
+pytestmark = pytest.mark.xdist_group("alerts")
+
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
@@ -125,7 +128,7 @@ def _tick(sensor_name: str, instance: dg.DagsterInstance, slack: Any, cursor: st
     definitions = definitions or defs
     ctx = dg.build_sensor_context(instance=instance, cursor=cursor, definitions=definitions,
                                   resources={"slack": slack, "warehouse": Warehouse()})
-    return definitions.get_sensor_def(sensor_name).evaluate_tick(ctx)
+    return definitions.resolve_sensor_def(sensor_name).evaluate_tick(ctx)
 
 
 def _failing_tick(*args: Any, **kw: Any) -> str:
@@ -453,5 +456,37 @@ def test_token_never_printed(history: dict[str, Any], capsys: pytest.CaptureFixt
     out = capsys.readouterr()
     seen = out.out + out.err + caplog.text + "".join(errors)
     assert TOKEN not in seen and "HTTP 500" in seen
-    from atlasmart_assets.definitions import defs
-    assert TOKEN not in repr(defs.resources)
+
+
+# Loads the code location the way a code server does, in a fresh process where the token is set before any import,
+# and prints what it holds: the resources' repr and the repository snapshot the UI renders (resource config).
+# `leaky` is the same snapshot with the token given as a plain string: the control that the check can fail.
+SHOW_RESOURCES = """
+import json, os
+from dagster._core.remote_representation.external_data import RepositorySnap
+from dagster._serdes import serialize_value
+import dagster as dg
+from atlasmart_assets.alerts.slack import AtlasSlack
+from atlasmart_assets.definitions import defs
+
+def ui(definitions):
+    return serialize_value(RepositorySnap.from_def(definitions.get_repository_def()).resources)
+
+leaky = dg.Definitions(assets=defs.assets, sensors=defs.sensors,
+                       resources={**defs.resources, "slack": AtlasSlack(token=os.environ["ATLASMART_SLACK_TOKEN"])})
+print(json.dumps({"repr": repr(defs.resources), "ui": ui(defs), "leaky_ui": ui(leaky)}))
+"""
+
+
+def test_token_never_in_the_loaded_definitions_or_what_the_ui_shows(env: Path) -> None:
+    import subprocess
+
+    assert os.environ["ATLASMART_SLACK_TOKEN"] == TOKEN
+    proc = subprocess.run([sys.executable, "-c", SHOW_RESOURCES], cwd=REPO, env=dict(os.environ),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    shown = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert TOKEN in shown["leaky_ui"], "the control: a plain-string token must show in the snapshot"
+    assert "ATLASMART_SLACK_TOKEN" in shown["repr"] and "ATLASMART_SLACK_TOKEN" in shown["ui"]
+    assert TOKEN not in shown["repr"] and TOKEN not in shown["ui"]
+    assert TOKEN not in proc.stderr

@@ -9,7 +9,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
+import dagster as dg
 import pytest
 
 from atlasmart_assets import candidates, extracts, generate, settings
@@ -20,7 +22,7 @@ from atlasmart_assets.scope import RunInfo
 from atlasmart_assets.warehouse.connection import attach
 from atlasmart_assets.warehouse.publish import publish
 from atlasmart_assets.window import Window
-from atlasmart_tests import state
+from atlasmart_tests import crash_worker, state
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -30,11 +32,19 @@ def _spawn(module: str, *args: str, env: dict[str, str] | None = None) -> subpro
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def _wait(condition: Callable[[], bool], what: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout_s}s waiting for {what}")
+        time.sleep(0.001)
+
+
 def test_reader_sees_all_old_or_all_new(env, instance, tmp_path) -> None:
     days = 10
     for k in range(days):
         day = dt.date(2026, 9, 1) + dt.timedelta(days=k)
-        generate.write_raw(env.raw_dir, day, generate.synthetic_lines(day, 4_000, 40))
+        generate.write_raw(env.raw_dir, day, generate.synthetic_lines(day, 1_000, 40))
     window = Window.of("2026-09-01", "2026-09-10")
     assert run_chain(instance, "2026-09-01", "2026-09-10").success
     old = sum(extracts.read(env, d)["controls"][4] for d in window.keys)
@@ -54,19 +64,24 @@ def test_reader_sees_all_old_or_all_new(env, instance, tmp_path) -> None:
     con.close()
     new = sum(c.controls[4] for c in days_after.values())
 
-    out, stop = tmp_path / "seen.json", tmp_path / "stop"
-    reader = _spawn("atlasmart_tests.reader_worker", str(env.data_dir), str(out), str(stop))
-    time.sleep(1.0)
+    out, ready, stop = tmp_path / "seen.json", tmp_path / "ready", tmp_path / "stop"
+    reader = _spawn("atlasmart_tests.reader_worker", str(env.data_dir), str(out), str(ready), str(stop))
+    _wait(lambda: ready.exists() or reader.poll() is not None, "the reader's first read", 120)
+    assert ready.exists(), f"the reader ended before its first read: {out.read_text() if out.exists() else ''}"
     publish(wh, scratch, window, RunInfo("reader-test"), "test", days_after, None)
-    time.sleep(1.0)
     stop.touch()
-    assert reader.wait(timeout=30) == 0
-    seen = json.loads(out.read_text())
+    assert reader.wait(timeout=180) in (0, 1)
+    result = json.loads(out.read_text())
+    assert result["error"] is None and reader.returncode == 0, result["error"]
+    seen = result["seen"]
     mart = {round(s["mart_cost"], 2) for s in seen if "mart_cost" in s}
     files = {round(s["extract_cost"], 2) for s in seen if "extract_cost" in s}
-    assert mart <= {round(old, 2), round(new, 2)} and round(new, 2) in mart, (mart, old, new)
-    assert files <= {round(old, 2), round(new, 2)} and round(new, 2) in files, (files, old, new)
-    assert len(seen) > 20
+    # A read before the publish and one after it are guaranteed (ready, then stop): both versions are seen, and
+    # nothing but them.
+    assert mart == {round(old, 2), round(new, 2)}, (mart, old, new)
+    assert files == {round(old, 2), round(new, 2)}, (files, old, new)
+    print(f"\n[reader] {len(seen) // 2} reads, {result['lock_conflicts']} lock conflicts retried "
+          f"(longest {result['longest_conflict_s']}s)")
 
 
 @pytest.fixture(scope="module")
@@ -78,9 +93,7 @@ def incident_dir(tmp_path_factory) -> Path:
     old = {k: os.environ.get(k) for k in ("ATLASMART_RAW_DIR", "ATLASMART_DATA_DIR")}
     os.environ.update(ATLASMART_RAW_DIR=str(raw), ATLASMART_DATA_DIR=str(base / "data"))
     try:
-        import dagster as dg
-
-        with dg.instance_for_test() as inst:
+        with dg.DagsterInstance.ephemeral() as inst:
             assert run_chain(inst, "2026-09-18", "2026-09-20").success and run_chain(inst, "2026-09-21").success
         publish_legacy_incident(Warehouse())
     finally:
@@ -92,43 +105,78 @@ def incident_dir(tmp_path_factory) -> Path:
     return base
 
 
-POINTS = ["staged_extracts", "wrote_staged.order_lines", "wrote_fact.fct_order_lines", "wrote_mart.revenue_daily", "committed", "swapped",
-          "timer:1.5", "timer:3.0"]
+POINTS = ["staged_extracts", "wrote_staged.order_lines", "wrote_fact.fct_order_lines", "wrote_mart.revenue_daily", "committed", "swapped"]
+# Kill delays after the publish has staged its extracts (its first failpoint): the kill lands inside the
+# transaction or the swap, at instants no named failpoint marks.
+TIMER_DELAYS_S = [0.0, 0.02, 0.1]
+TIMER_ATTEMPTS = 5
 
 
-@pytest.mark.parametrize("point", POINTS)
-def test_sigkill_leaves_before_or_after_and_rerun_converges(incident_dir, tmp_path, monkeypatch, point) -> None:
-    shutil.copytree(incident_dir / "raw", tmp_path / "raw")
-    shutil.copytree(incident_dir / "data", tmp_path / "data", symlinks=True)
-    monkeypatch.setenv("ATLASMART_RAW_DIR", str(tmp_path / "raw"))
-    monkeypatch.setenv("ATLASMART_DATA_DIR", str(tmp_path / "data"))
-    cfg = settings.load()
-    before = state.content(cfg)
-    assert extracts.read(cfg, "2026-09-20")["controls"][4] == 435
+def _fresh_copy(incident_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, attempt: int) -> settings.Settings:
+    base = tmp_path / f"attempt{attempt}"
+    shutil.copytree(incident_dir / "raw", base / "raw")
+    shutil.copytree(incident_dir / "data", base / "data", symlinks=True)
+    monkeypatch.setenv("ATLASMART_RAW_DIR", str(base / "raw"))
+    monkeypatch.setenv("ATLASMART_DATA_DIR", str(base / "data"))
+    return settings.load()
 
-    fail = {} if point.startswith("timer:") else {"ATLASMART_FAILPOINT": point}
-    worker = _spawn("atlasmart_tests.crash_worker", "2026-09-18", "2026-09-20", env=fail)
-    if point.startswith("timer:"):
-        try:
-            worker.wait(timeout=float(point.split(":")[1]))
-        except subprocess.TimeoutExpired:
-            worker.send_signal(signal.SIGKILL)
-    code = worker.wait(timeout=120)
 
-    # A read-only reader in the gap between commit and swap sees the committed tables and the old extracts,
-    # and moves nothing; the code location's start (or the next publish) re-points the extracts.
+def _recover_then_rerun(cfg: settings.Settings) -> tuple[dict, dict]:
+    """What a reader sees after the crash (once the code location's start recovered the extracts), and after a
+    rerun converged. A read-only reader in the gap between commit and swap moves nothing."""
     extracts_killed = state.files(cfg.published_dir)
     with Warehouse().reader() as con:
         con.execute("select count(*) from audit.current_publications").fetchone()
     assert state.files(cfg.published_dir) == extracts_killed, "a read moved the extracts"
     recover_on_load(Warehouse())
     middle = state.content(cfg)
-
-    rerun = _spawn("atlasmart_tests.crash_worker", "2026-09-18", "2026-09-20")
-    assert rerun.wait(timeout=120) == 0
-    after = state.content(cfg)
+    with dg.DagsterInstance.ephemeral() as instance:
+        assert run_chain(instance, "2026-09-18", "2026-09-20", {"dagster/backfill": "bf-rerun"}).success
     assert extracts.read(cfg, "2026-09-20")["controls"][4] == 425
-    assert middle in (before, after), f"{point}: a mix of before and after"
-    if not point.startswith("timer:"):
+    return middle, state.content(cfg)
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_sigkill_at_a_failpoint_leaves_before_or_after_and_rerun_converges(incident_dir, tmp_path, monkeypatch,
+                                                                           point) -> None:
+    cfg = _fresh_copy(incident_dir, tmp_path, monkeypatch, 0)
+    before = state.content(cfg)
+    assert extracts.read(cfg, "2026-09-20")["controls"][4] == 435
+
+    worker = crash_worker.start("2026-09-18", "2026-09-20", {"ATLASMART_FAILPOINT": point})
+    worker.join(timeout=300)
+    assert worker.exitcode == -signal.SIGKILL
+    middle, after = _recover_then_rerun(cfg)
+    assert middle == (after if point in ("committed", "swapped") else before), point
+
+
+@pytest.mark.parametrize("delay_s", TIMER_DELAYS_S)
+def test_sigkill_inside_the_publish_leaves_before_or_after(incident_dir, tmp_path, monkeypatch, delay_s) -> None:
+    """SIGKILL `delay_s` after the publish staged its extracts; only a kill that lands before the publish swapped
+    its extracts in counts (a later one proves nothing): otherwise the attempt is repeated with no delay."""
+    for attempt in range(TIMER_ATTEMPTS):
+        cfg = _fresh_copy(incident_dir, tmp_path, monkeypatch, attempt)
+        before = state.content(cfg)
+        trace = tmp_path / f"trace{attempt}"
+        trace.mkdir()
+        worker = crash_worker.start("2026-09-18", "2026-09-20", {"ATLASMART_FAILPOINT_TRACE": str(trace)})
+        _wait(lambda: (trace / "staged_extracts").exists() or not worker.is_alive(),
+              "the worker to enter the publish", 300)
+        assert (trace / "staged_extracts").exists(), f"the worker ended (status {worker.exitcode}) before publishing"
+        time.sleep(delay_s)
+        worker.kill()
+        worker.join(timeout=60)
+        code = worker.exitcode
+        if (trace / "swapped").exists():
+            delay_s = 0.0
+            continue
         assert code == -signal.SIGKILL
-        assert middle == (after if point in ("committed", "swapped") else before), point
+        middle, after = _recover_then_rerun(cfg)
+        assert middle in (before, after), "a mix of before and after"
+        committed = (trace / "committed").exists()
+        if committed:
+            assert middle == after
+        print(f"\n[kill] {delay_s}s after staged_extracts, attempt {attempt + 1}: the committed failpoint was "
+              f"{'' if committed else 'not '}reached; a reader then saw {'after' if middle == after else 'before'}")
+        return
+    pytest.fail(f"in {TIMER_ATTEMPTS} attempts no SIGKILL landed inside the publish")

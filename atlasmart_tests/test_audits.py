@@ -66,8 +66,8 @@ def _craft(sql_text: str):  # noqa: ANN202
 
 
 @pytest.mark.parametrize("craft", sorted(CRAFTS))
-def test_crafted_candidate_fails_its_audit_and_publishes_nothing(env, instance, craft) -> None:
-    assert run_chain(instance, "2026-09-18", "2026-09-20").success
+def test_crafted_candidate_fails_its_audit_and_publishes_nothing(env, published, craft) -> None:
+    published(("2026-09-18", "2026-09-20"))
     before = state.snapshot(env)
     run_id = f"crafted-{craft}"
     outcome = correct(Warehouse(), _scope(run_id, Window.of(DAY), "bf-crafted"), lambda _: True,
@@ -82,8 +82,8 @@ def test_crafted_candidate_fails_its_audit_and_publishes_nothing(env, instance, 
         assert con.execute("select count(*) from audit.corrections_in_progress").fetchone()[0] == 0
 
 
-def test_good_candidate_passes_every_audit(env, instance) -> None:
-    assert run_chain(instance, "2026-09-18", "2026-09-20").success
+def test_good_candidate_passes_every_audit(env, published) -> None:
+    published(("2026-09-18", "2026-09-20"))
     outcome = correct(Warehouse(), _scope("good", Window.of(DAY)), lambda _: True)
     assert all(a.passed for a in outcome.audits), outcome.audits
     assert {a.check for a in outcome.audits} >= {STAGED_UNIQUE, CANDIDATE_UNIQUE, MART_MATCHES_FACT}
@@ -95,8 +95,8 @@ def _check(result, name):
     return evaluation
 
 
-def test_old_shape_file_fails_required_fields(env, instance) -> None:
-    assert run_chain(instance, "2026-09-18").success
+def test_old_shape_file_fails_required_fields(env, instance, published) -> None:
+    published(("2026-09-18", None))
     before = state.snapshot(env)
     path = env.raw_dir / f"partition={DAY}.json"
     doc = json.loads(path.read_text())
@@ -111,8 +111,8 @@ def test_old_shape_file_fails_required_fields(env, instance) -> None:
     assert state.snapshot(env) == before
 
 
-def test_mutated_raw_fails_loudly(env, instance) -> None:
-    assert run_chain(instance, DAY).success
+def test_mutated_raw_fails_loudly(env, instance, published) -> None:
+    published((DAY, None))
     before = state.snapshot(env)
     path = env.raw_dir / f"partition={DAY}.json"
     path.write_text(path.read_text().replace('"records"', ' "records"'))  # same data, different bytes
@@ -123,8 +123,8 @@ def test_mutated_raw_fails_loudly(env, instance) -> None:
     assert state.snapshot(env) == before
 
 
-def test_published_checks_catch_another_writer(env, instance) -> None:
-    assert run_chain(instance, "2026-09-18", "2026-09-20").success
+def test_published_checks_catch_another_writer(env, published) -> None:
+    published(("2026-09-18", "2026-09-20"))
     window = Window.of("2026-09-18", "2026-09-20")
     wh = Warehouse()
     assert published_fact_unique(wh, window).passed and published_mart_matches_fact(wh, window).passed

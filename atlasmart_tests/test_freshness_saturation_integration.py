@@ -79,6 +79,8 @@ def dep(slack: SlackServer, data_dir: Path, tmp_path_factory: pytest.TempPathFac
     env = {"ATLASMART_RAW_DIR": str(REPO_ROOT / "raw"), "ATLASMART_DATA_DIR": str(data_dir),
            "ATLASMART_AS_OF": "2026-09-22", "ATLASMART_START_DATE": "2026-09-01",
            "ATLASMART_SLO_DURATION_S": "0.001", "ATLASMART_SLACK_TOKEN": "xoxb-deployment-test",
+           # The newest day must stay unpublished until the test publishes it (the late-partition scenario).
+           "ATLASMART_CATCH_UP": "off",
            "ATLASMART_SLACK_BASE_URL": slack.origin, "ATLASMART_UI_BASE_URL": "http://ui.test"}
     with deployment(tmp_path_factory.mktemp("deployment"), env, DAGSTER_YAML) as d:
         yield d

@@ -16,9 +16,8 @@ def test_lab_acceptance_summary(env, instance) -> None:
     assert summary["current_hash_unchanged_after_backfill"] is True
 
 
-def test_rerun_single_and_ranged_is_idempotent(env, instance) -> None:
-    assert run_chain(instance, "2026-09-20").success
-    assert run_chain(instance, "2026-09-21").success
+def test_rerun_single_and_ranged_is_idempotent(env, instance, published) -> None:
+    published(("2026-09-20", None), ("2026-09-21", None))
     first = state.snapshot(env)
     rows_20 = state.table_rows(env, "fact.fct_order_lines", "partition_date = '2026-09-20'")
     assert run_chain(instance, "2026-09-20").success

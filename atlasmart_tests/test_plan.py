@@ -1,24 +1,17 @@
 """The plan predicts what the backfill then publishes, writes nothing, and readers see the correction flag."""
 
 import datetime as dt
-import json
-import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 from atlasmart_assets import extracts, generate, lab, plan
 from atlasmart_assets.assets.graph import asset_graph
 from atlasmart_assets.lab import run_chain
 from atlasmart_assets.resources import Warehouse
-from atlasmart_tests import state
-
-REPO = Path(__file__).resolve().parent.parent
+from atlasmart_tests import crash_worker, state
 
 
-def test_plan_predicts_the_publication_and_writes_nothing(env, instance) -> None:
-    assert run_chain(instance, "2026-09-17", "2026-09-20").success and run_chain(instance, "2026-09-21").success
+def test_plan_predicts_the_publication_and_writes_nothing(env, instance, published) -> None:
+    published(("2026-09-17", "2026-09-20"), ("2026-09-21", None))
     lab.publish_legacy_incident(Warehouse())
     before = state.snapshot(env)
     raw_before = state.table_rows(env, "raw.order_lines")
@@ -64,18 +57,26 @@ def _flags(cfg) -> list[tuple]:
 def test_reader_sees_the_flag_during_a_backfill_and_not_after(env, instance, tmp_path) -> None:
     for k in range(8):
         day = dt.date(2026, 9, 1) + dt.timedelta(days=k)
-        generate.write_raw(env.raw_dir, day, generate.synthetic_lines(day, 4_000, 40))
+        generate.write_raw(env.raw_dir, day, generate.synthetic_lines(day, 1_000, 40))
     assert run_chain(instance, "2026-09-01", "2026-09-08").success
-    out, stop = tmp_path / "flags.json", tmp_path / "stop"
-    reader = subprocess.Popen([sys.executable, "-c", READER, str(env.warehouse_path), str(out), str(stop)], cwd=REPO)
-    worker = subprocess.Popen([sys.executable, "-m", "atlasmart_tests.crash_worker", "2026-09-01", "2026-09-08"],
-                              cwd=REPO, env=os.environ.copy(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    assert worker.wait(timeout=180) == 0
-    time.sleep(0.5)
-    stop.touch()
-    assert reader.wait(timeout=30) == 0
-    seen = json.loads(out.read_text())
-    assert any(s and s[0][1] == "bf-crash" for s in seen), "the reader never saw the correction flag"
+    # The backfill loads raw, then its correction flags the window and waits at the gate `window_flagged`: the
+    # flag is read while the correction is certainly in progress, and again once it has published.
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    for step in ("raw__order_lines", "correction"):
+        (gates / f"{step}.open").touch()
+    worker = crash_worker.start("2026-09-01", "2026-09-08", {"ATLASMART_GATE_DIR": str(gates)})
+    deadline = time.monotonic() + 300
+    while not list(gates.glob("*.window_flagged.arrived")):
+        assert worker.is_alive(), f"the backfill ended (status {worker.exitcode}) before flagging its window"
+        assert time.monotonic() < deadline, "the backfill never flagged its window"
+        time.sleep(0.05)
+    flagged = _flags(env)
+    (gates / "window_flagged.open").touch()
+    worker.join(timeout=300)
+    assert worker.exitcode == 0
+    assert {d.isoformat() for d, _ in flagged} == {f"2026-09-0{k}" for k in range(1, 9)}
+    assert {b for _, b in flagged} == {"bf-crash"}
     assert _flags(env) == []
 
     # A failing backfill clears its flag too (the run ends without publishing).
@@ -84,26 +85,10 @@ def test_reader_sees_the_flag_during_a_backfill_and_not_after(env, instance, tmp
     assert not result.success and _flags(env) == []
 
 
-READER = """
-import json, sys, time, duckdb
-path, out, stop = sys.argv[1:4]
-seen = []
-while not __import__('os').path.exists(stop):
-    try:
-        with duckdb.connect(path, read_only=True) as con:
-            seen.append(con.execute("select distinct partition_date::varchar, correction_backfill_id "
-                                    "from mart.revenue_daily_v where correction_in_progress order by 1").fetchall())
-    except duckdb.Error:
-        pass
-    time.sleep(0.01)
-open(out, 'w').write(json.dumps(seen))
-"""
-
-
-def test_plan_job_shows_the_plan_in_the_ui(env, instance) -> None:
+def test_plan_job_shows_the_plan_in_the_ui(env, instance, published) -> None:
     from atlasmart_assets.definitions import defs
 
-    assert run_chain(instance, "2026-09-19", "2026-09-20").success
+    published(("2026-09-19", "2026-09-20"))
     before = state.snapshot(env)
     result = defs.resolve_job_def("plan_job").execute_in_process(
         instance=instance, run_config={"ops": {"plan_backfill": {"config": {"start": "2026-09-19", "end": "2026-09-21"}}}})

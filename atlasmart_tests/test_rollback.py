@@ -17,8 +17,8 @@ def _ledger(cfg, day):
                             f"partition_date = '{day}'")
 
 
-def test_rollback_job_restores_previous_publication_byte_identical(env, instance) -> None:
-    assert run_chain(instance, "2026-09-19", "2026-09-20").success and run_chain(instance, "2026-09-21").success
+def test_rollback_job_restores_previous_publication_byte_identical(env, instance, published) -> None:
+    published(("2026-09-19", "2026-09-20"), ("2026-09-21", None))
     original = state.content(env)
     original_bytes = (env.published_dir / "partition=2026-09-20.json").read_bytes()
     lab.publish_legacy_incident(Warehouse())
@@ -38,8 +38,8 @@ def test_rollback_job_restores_previous_publication_byte_identical(env, instance
     assert undo[5] == incident[6] and undo[6] == first[6]
 
 
-def test_repeated_rollbacks_step_back_through_history(env, instance) -> None:
-    assert run_chain(instance, "2026-09-18", "2026-09-20").success
+def test_repeated_rollbacks_step_back_through_history(env, instance, published) -> None:
+    published(("2026-09-18", "2026-09-20"))
     first = state.content(env)
     lab.publish_legacy_incident(Warehouse())
     incident = state.content(env)
@@ -64,8 +64,8 @@ def test_repeated_rollbacks_step_back_through_history(env, instance) -> None:
     assert not list(env.scratch_dir.glob("*.duckdb")), "a rollback leaves no scratch behind"
 
 
-def test_rollback_refuses_partitions_without_history(env, instance) -> None:
-    assert run_chain(instance, "2026-09-20").success
+def test_rollback_refuses_partitions_without_history(env, published) -> None:
+    published(("2026-09-20", None))
     before = state.snapshot(env)
     assert cli.main(["rollback", "--from", "2026-09-20", "--reason", "nothing to undo"]) == 2
     assert state.snapshot(env) == before

@@ -2,7 +2,9 @@
 there, and a rollback from the command line seen on the restored partition (with its change notice).
 
 Grain: one deployment (dagster-webserver + dagster-daemon, the repo's dagster.yaml) on a copy of the shipped raw,
-one headless chromium driven by Playwright. Screenshots land in tmp_path/screenshots (the path is printed).
+one headless chromium driven by Playwright. Screenshots land in tmp_path/screenshots (the path is printed). Asset
+steps wait at a test gate (ATLASMART_GATE_DIR) until the test opens them, so the first backfill is in progress for
+certain while the second is launched, and the second's QUEUED status is read, not inferred from timestamps.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-import dagster as dg
 import duckdb
 import pytest
 from playwright.sync_api import expect
@@ -33,9 +34,11 @@ from atlasmart_tests.deployment import (
     REPOSITORY,
     Deployment,
     DeploymentError,
+    Gates,
     deployment,
     max_concurrent,
     runs,
+    wait_backfill_run,
     wait_backfill_runs,
     wait_catch_up,
     wait_runs_finished,
@@ -53,6 +56,8 @@ REPO_RAW = Path(__file__).resolve().parent.parent / "raw"
 AS_OF = "2026-09-22"
 NEWEST = "2026-09-21"
 JOB = "atlasmart_daily"
+SCHEDULE = "atlasmart_daily_schedule"
+PROBE_JOB = "slo_report"  # no asset step, so never held at the gate
 FACT = "fact/fct_order_lines"
 HISTORY = ("2026-09-16", "2026-09-20")      # historical: ends the day before the newest partition
 REACHES_NEWEST = ("2026-09-19", NEWEST)
@@ -117,7 +122,7 @@ def walk_env(tmp_path: Path) -> dict[str, str]:
     raw = tmp_path / "raw"
     shutil.copytree(REPO_RAW, raw)
     return {"ATLASMART_RAW_DIR": str(raw), "ATLASMART_DATA_DIR": str(tmp_path / "data"),
-            "ATLASMART_AS_OF": AS_OF, "ATLASMART_START_DATE": "2026-09-01"}
+            "ATLASMART_AS_OF": AS_OF, "ATLASMART_START_DATE": "2026-09-01", **Gates(tmp_path / "gates").env()}
 
 
 def test_operator_backfills_history_from_the_ui_and_sees_the_fence(tmp_path: Path, walk_env: dict[str, str]) -> None:
@@ -129,13 +134,15 @@ def test_operator_backfills_history_from_the_ui_and_sees_the_fence(tmp_path: Pat
     shots = tmp_path / "screenshots"
     print(f"\n[ui] screenshots: {shots}")
 
+    gates = Gates(Path(walk_env["ATLASMART_GATE_DIR"]))
     with deployment(tmp_path / "deployment", walk_env) as dep:
-        # What the daily lane leaves behind: the newest day published (by the catch-up sensor of a fresh
-        # deployment: the test launches nothing for it), and raw loaded for history, so the correction's
-        # partitions have their upstream (the UI otherwise warns "Upstream data missing").
-        current = wait_catch_up(dep, NEWEST)
+        dep.stop_schedule(SCHEDULE)  # a tick would add a run the gate holds
+        # What the daily lane leaves behind: the newest day published, and raw loaded for history, so the
+        # correction's partitions have their upstream (the UI otherwise warns "Upstream data missing").
+        current = dep.launch_run(JOB, {**CURRENT_LANE_TAGS, "dagster/partition": NEWEST})
         staged = launch_ranged(dep, [["raw", "order_lines"]], *HISTORY, CURRENT_LANE_TAGS)
-        loaded = wait_runs_finished(dep, [current, staged], timeout_s=90)
+        gates.open_run(current, staged)
+        loaded = wait_runs_finished(dep, [current, staged], timeout_s=300)
         assert [r.dagster_run.status.value for r in loaded] == ["SUCCESS", "SUCCESS"], dep.log_tail()
         newest_before = newest_extract.read_bytes()
         t_loaded = time.monotonic()
@@ -145,15 +152,25 @@ def test_operator_backfills_history_from_the_ui_and_sees_the_fence(tmp_path: Pat
             op.open_partitions(FACT)
             op.shot("fact-partitions")
             backfill = op.launch_backfill(HISTORY, {"atlasmart/reason": REASON}, "history")
-            # Queued right behind the first: the backfill lane must hold it until the first run ends.
+            backfill_run = wait_backfill_run(dep, backfill, timeout_s=300)
+            dep.wait_for("the history backfill run at the gate", lambda: gates.arrived(backfill_run), timeout_s=300)
+            # Launched while the first is in progress: the backfill lane must hold it until the first run ends.
             fenced = op.launch_backfill(REACHES_NEWEST, {"atlasmart/reason": FENCED_REASON}, "reaches-newest")
+            fenced_run_id = wait_backfill_run(dep, fenced, timeout_s=300)
+            # A run queued after it, dequeued and finished: the daemon has looked at the fenced run and left it.
+            [probe] = wait_runs_finished(dep, [dep.launch_run(PROBE_JOB, {})], timeout_s=180)
+            held = {"history": dep.status(backfill_run), "fenced": dep.status(fenced_run_id),
+                    "probe": probe.dagster_run.status.value}
+            assert held == {"history": "STARTED", "fenced": "QUEUED", "probe": "SUCCESS"}, held
+            assert not gates.arrived(fenced_run_id)
+            gates.open_all()
 
-            backfill_runs = wait_backfill_runs(dep, backfill, FINISHED, timeout_s=120)
-            op.wait_backfill_status(backfill, "Succeeded", timeout_s=60)
+            backfill_runs = wait_backfill_runs(dep, backfill, FINISHED, timeout_s=300)
+            op.wait_backfill_status(backfill, "Succeeded", timeout_s=180)
             op.shot("history-backfill-succeeded")
 
-            fenced_runs = wait_backfill_runs(dep, fenced, FINISHED, timeout_s=90)
-            op.wait_backfill_status(fenced, "Failed", timeout_s=60)
+            fenced_runs = wait_backfill_runs(dep, fenced, FINISHED, timeout_s=300)
+            op.wait_backfill_status(fenced, "Failed", timeout_s=180)
             op.shot("reaches-newest-backfill-failed")
             [fenced_run] = fenced_runs
             op.step_failures(fenced_run.dagster_run.run_id)
@@ -199,7 +216,8 @@ def test_operator_backfills_history_from_the_ui_and_sees_the_fence(tmp_path: Pat
     assert fenced_run.dagster_run.status.value == "FAILURE"
     assert fenced_run.dagster_run.tags["dagster/backfill"] == fenced
     assert fenced_run.dagster_run.tags["atlasmart/reason"] == FENCED_REASON
-    assert max_concurrent(every_backfill_run) <= 1, "two backfill runs were in progress at once"
+    assert max_concurrent(every_backfill_run) == 1, "two backfill runs were in progress at once"
+    assert fenced_run.start_time >= run.end_time, "the queued backfill run started before the first one ended"
 
     # The range is published with its raw manifest's controls, and the ledger names the backfill and the reason.
     for day in days(*HISTORY):

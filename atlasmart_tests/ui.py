@@ -21,6 +21,10 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 CREATED_BACKFILL = re.compile(r"Created backfill (\w+)")
+UI_TIMEOUT_MS = 60_000  # a shared two-core machine renders a page in seconds, not Playwright's default 5 s
+
+# expect() has its own timeout, apart from the page's default.
+expect.set_options(timeout=UI_TIMEOUT_MS)
 
 
 def in_ci() -> bool:
@@ -48,7 +52,7 @@ class Operator:
 
     def __post_init__(self) -> None:
         self.shots.mkdir(parents=True, exist_ok=True)
-        self.page.set_default_timeout(30_000)
+        self.page.set_default_timeout(UI_TIMEOUT_MS)
         # A fresh instance greets the first visitor with a newsletter modal that would swallow clicks.
         self.page.add_locator_handler(self.page.get_by_text("Join the Dagster community"),
                                       lambda: self.page.get_by_role("button", name="Skip", exact=True).click())
@@ -97,7 +101,7 @@ class Operator:
         toasts = page.get_by_text(CREATED_BACKFILL)
         earlier = self._created(toasts.all_inner_texts())
         dialog.get_by_role("button", name="Launch backfill").click()
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while not (new := self._created(toasts.all_inner_texts()) - earlier):
             if time.monotonic() > deadline:
                 raise AssertionError("no 'Created backfill' toast after Launch backfill")

@@ -7,7 +7,7 @@ from typing import Any, Callable, Iterator
 
 import dagster as dg
 
-from atlasmart_assets import capacity, correction
+from atlasmart_assets import capacity, failpoints, correction
 from atlasmart_assets.assets.common import (
     BACKFILL_POLICY,
     CODE_VERSION,
@@ -103,6 +103,7 @@ def _is_finished(instance: dg.DagsterInstance) -> Callable[[str], bool]:
 def correction_asset(context: dg.AssetExecutionContext,
                      warehouse: Warehouse) -> Iterator[dg.AssetCheckResult | dg.MaterializeResult]:
     scope = scope_of_context(context)
+    failpoints.gate(context.op_def.name, scope.run.run_id)
     scope.enforce_fence()
     warehouse.prune_scratch(SCRATCH_MAX_AGE_S)
     threads = (capacity.backfill_threads(context.instance, warehouse.settings.backfill_threads)

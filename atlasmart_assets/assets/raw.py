@@ -5,7 +5,7 @@ from typing import Iterator
 
 import dagster as dg
 
-from atlasmart_assets import capacity, raw_files, raw_load
+from atlasmart_assets import capacity, failpoints, raw_files, raw_load
 from atlasmart_assets.assets.common import BACKFILL_POLICY, CODE_VERSION, KINDS, check_result, refuse
 from atlasmart_assets.contract import CONTROL_NAMES, OWNERS, RAW_CUSTOMERS, RAW_ORDER_LINES
 from atlasmart_assets.partitions import daily_partitions
@@ -53,6 +53,7 @@ customers = dg.AssetSpec(
 def raw_order_lines(context: dg.AssetExecutionContext,
                     warehouse: Warehouse) -> Iterator[dg.AssetCheckResult | dg.MaterializeResult]:
     scope = scope_of_context(context)
+    failpoints.gate(context.op_def.name, scope.run.run_id)
     scope.enforce_fence()
     threads = (capacity.backfill_threads(context.instance, warehouse.settings.backfill_threads)
                if scope.is_backfill else None)

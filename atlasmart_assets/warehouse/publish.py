@@ -4,14 +4,13 @@ recovery of the extracts after a crash between the commit and the symlink swap."
 from __future__ import annotations
 
 import json
-import os
-import signal
 import time
 from pathlib import Path
 
 import duckdb
 
 from atlasmart_assets import extracts, notices
+from atlasmart_assets.failpoints import failpoint
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunInfo
 from atlasmart_assets.warehouse import ledger
@@ -22,12 +21,6 @@ from atlasmart_assets.window import Window
 
 class PublishConflict(RuntimeError):
     """The current publication of a partition moved between the audit and the publish."""
-
-
-def failpoint(name: str) -> None:
-    """Crash tests: SIGKILL this process at a named point of the publish when ATLASMART_FAILPOINT names it."""
-    if os.environ.get("ATLASMART_FAILPOINT") == name:
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def recover_extracts(wh: Warehouse, con: duckdb.DuckDBPyConnection) -> bool:
