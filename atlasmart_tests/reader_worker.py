@@ -34,7 +34,7 @@ def mart_cost(warehouse: Path) -> float:
 
 def extracts_cost(published: Path) -> float:
     version = published.resolve()
-    return sum(json.loads(p.read_text())["controls"][4] for p in sorted(version.glob("*.json")))
+    return sum(json.loads(p.read_text())["controls"][4] for p in sorted(version.glob("partition=*.json")))
 
 
 def is_lock_conflict(exc: duckdb.Error) -> bool:

@@ -472,7 +472,8 @@ from atlasmart_assets.definitions import defs
 def ui(definitions):
     return serialize_value(RepositorySnap.from_def(definitions.get_repository_def()).resources)
 
-leaky = dg.Definitions(assets=defs.assets, sensors=defs.sensors,
+leaky = dg.Definitions(assets=defs.assets, asset_checks=defs.asset_checks, jobs=defs.jobs, schedules=defs.schedules,
+                       sensors=defs.sensors,
                        resources={**defs.resources, "slack": AtlasSlack(token=os.environ["ATLASMART_SLACK_TOKEN"])})
 print(json.dumps({"repr": repr(defs.resources), "ui": ui(defs), "leaky_ui": ui(leaky)}))
 """

@@ -15,9 +15,8 @@ NEWEST = "2026-09-21"
 BF = {"dagster/backfill": "bf-ref", "atlasmart/reason": "reference correction"}
 
 
-def _publish_history(instance) -> None:  # noqa: ANN001
-    assert run_chain(instance, *HISTORY).success
-    assert run_chain(instance, NEWEST).success
+def _publish_history(published) -> None:  # noqa: ANN001
+    published(HISTORY, (NEWEST, None))
 
 
 def _stale(capsys) -> dict[str, list[str]]:  # noqa: ANN001
@@ -46,8 +45,8 @@ def _tier_at(versions: list[dict], customer: str, at: str) -> str | None:
     return None
 
 
-def test_a_dimension_batch_makes_stale_exactly_the_days_whose_tier_changes(env, instance, capsys) -> None:
-    _publish_history(instance)
+def test_a_dimension_batch_makes_stale_exactly_the_days_whose_tier_changes(env, instance, published, capsys) -> None:
+    _publish_history(published)
     old = json.loads((env.raw_dir / "customers.json").read_text())["customers"]
     new = [{"customer_id": "C00027", "country": "JP", "tier": "gold", "valid_from": "2026-01-01",
             "valid_to": "2026-09-11"},
@@ -98,9 +97,9 @@ def test_a_dimension_batch_makes_stale_exactly_the_days_whose_tier_changes(env, 
                {"customer_id": "C00002", "country": "DE", "tier": "silver", "valid_from": "2026-09-12",
                 "valid_to": None}]),
 ])
-def test_overlapping_or_gapped_versions_are_refused_naming_batch_and_customer(env, instance, problem,
+def test_overlapping_or_gapped_versions_are_refused_naming_batch_and_customer(env, instance, published, problem,
                                                                              versions) -> None:
-    _publish_history(instance)
+    _publish_history(published)
     (env.raw_dir / "customers").mkdir()
     path = env.raw_dir / "customers" / "D-bad.json"
     path.write_text(json.dumps({"customers": versions}))
@@ -121,8 +120,8 @@ def _request(raw: Path, request_id: str, **subject: object) -> Path:
     return path
 
 
-def test_a_deletion_request_is_applied_everywhere_and_nothing_brings_it_back(env, instance, capsys) -> None:
-    _publish_history(instance)
+def test_a_deletion_request_is_applied_everywhere_and_nothing_brings_it_back(env, instance, published, capsys) -> None:
+    _publish_history(published)
     subject = "C00004"
     raw_lines = _lines(env.raw_dir)
     days = sorted(d for d, lines in raw_lines.items() if any(x["customer_id"] == subject for x in lines))
@@ -168,8 +167,8 @@ def test_a_deletion_request_is_applied_everywhere_and_nothing_brings_it_back(env
     ({"request_id": "DR-9", "requested_at": "x", "reason": "y", "customer_id": "C1", "line_ids": ["a"]},
      "exactly one subject"),
 ])
-def test_a_malformed_request_is_refused_and_nothing_moves(env, instance, body, problem) -> None:
-    _publish_history(instance)
+def test_a_malformed_request_is_refused_and_nothing_moves(env, instance, published, body, problem) -> None:
+    _publish_history(published)
     (env.raw_dir / "deletions").mkdir()
     (env.raw_dir / "deletions" / "DR-9.json").write_text(json.dumps(body))
     before = state.snapshot(env)

@@ -30,8 +30,8 @@ def _held() -> dict[str, list[str]]:
         return flags.held_by(con)
 
 
-def test_a_window_another_live_backfill_holds_is_refused_and_its_flags_stay(env, instance) -> None:
-    assert run_chain(instance, "2026-09-18", "2026-09-20").success
+def test_a_window_another_live_backfill_holds_is_refused_and_its_flags_stay(env, instance, published) -> None:
+    published(("2026-09-18", "2026-09-20"))
     with Warehouse().writer() as con:
         flags.mark(con, Window.of("2026-09-18", "2026-09-19"), RunInfo("run-a", "bf-a"))
     with pytest.raises(flags.WindowHeld, match="run-a"):
@@ -39,8 +39,8 @@ def test_a_window_another_live_backfill_holds_is_refused_and_its_flags_stay(env,
     assert _held() == {"run-a": ["2026-09-18", "2026-09-19"]}, "run-b neither took nor cleared run-a's days"
 
 
-def test_a_publish_conflict_leaves_no_flag(env, instance) -> None:
-    assert run_chain(instance, "2026-09-18", "2026-09-20").success
+def test_a_publish_conflict_leaves_no_flag(env, instance, published) -> None:
+    published(("2026-09-18", "2026-09-20"))
 
     def republish_meanwhile(_con) -> None:  # noqa: ANN001 - another publisher moves 2026-09-20 after our audit read
         lab.publish_legacy_incident(Warehouse())
@@ -51,8 +51,8 @@ def test_a_publish_conflict_leaves_no_flag(env, instance) -> None:
     assert _held() == {}
 
 
-def test_a_refusal_and_a_parse_error_leave_no_flag(env, instance) -> None:
-    assert run_chain(instance, "2026-09-18", "2026-09-20").success
+def test_a_refusal_and_a_parse_error_leave_no_flag(env, instance, published) -> None:
+    published(("2026-09-18", "2026-09-20"))
     outcome = correct(Warehouse(), _scope("run-d", "2026-09-19", "2026-09-19", "bf-d"), lambda _: True,
                       adjust_staged=lambda con: con.execute("delete from candidate.staged_order_lines"))
     assert outcome.refused and outcome.publication is None and _held() == {}
@@ -61,8 +61,8 @@ def test_a_refusal_and_a_parse_error_leave_no_flag(env, instance) -> None:
     assert not result.success and _held() == {}
 
 
-def test_a_killed_run_leaves_flags_that_the_next_run_clears(env, instance) -> None:
-    assert run_chain(instance, "2026-09-18", "2026-09-20").success
+def test_a_killed_run_leaves_flags_that_the_next_run_clears(env, instance, published) -> None:
+    published(("2026-09-18", "2026-09-20"))
     worker = subprocess.Popen([sys.executable, "-m", "atlasmart_tests.crash_worker", "2026-09-18", "2026-09-19"],
                               cwd=REPO, env={**os.environ, "ATLASMART_FAILPOINT": "staged_extracts"},
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -14,9 +14,8 @@ DAY = "2026-09-18"
 BF = {"dagster/backfill": "bf-late", "atlasmart/reason": "late batch from the OMS"}
 
 
-def _publish_history(instance) -> None:  # noqa: ANN001
-    assert run_chain(instance, "2026-09-17", "2026-09-20").success
-    assert run_chain(instance, "2026-09-21").success
+def _publish_history(published) -> None:  # noqa: ANN001
+    published(("2026-09-17", "2026-09-20"), ("2026-09-21", None))
 
 
 def _stale(capsys) -> list[dict]:  # noqa: ANN001
@@ -39,8 +38,8 @@ def _failure_text(result) -> str:  # noqa: ANN001
     return " ".join(texts)
 
 
-def test_a_late_delta_is_corrected_by_a_backfill_of_that_day_alone(env, instance, capsys) -> None:
-    _publish_history(instance)
+def test_a_late_delta_is_corrected_by_a_backfill_of_that_day_alone(env, instance, published, capsys) -> None:
+    _publish_history(published)
     assert _stale(capsys) == [], "nothing is stale before new evidence arrives"
     before = state.files(env.published_dir)
     path = generate.late_delta(env.raw_dir, dt.date.fromisoformat(DAY), "B-2026-09-18-02", new=2, restate=1, retract=1)
@@ -75,8 +74,8 @@ def test_a_late_delta_is_corrected_by_a_backfill_of_that_day_alone(env, instance
     assert extracts.read(env, DAY)["sha256"] == doc["sha256"]
 
 
-def test_a_snapshot_retracts_what_it_leaves_out_and_a_big_shrink_is_a_decision(env, instance, capsys) -> None:
-    _publish_history(instance)
+def test_a_snapshot_retracts_what_it_leaves_out_and_a_big_shrink_is_a_decision(env, instance, published, capsys) -> None:
+    _publish_history(published)
     day = dt.date.fromisoformat(DAY)
     rows_before = extracts.read(env, DAY)["controls"][0]
     generate.late_snapshot(env.raw_dir, day, "B-2026-09-18-S1", drop=4)  # 12 -> 8 lines: a 33 % shrink
@@ -95,8 +94,8 @@ def test_a_snapshot_retracts_what_it_leaves_out_and_a_big_shrink_is_a_decision(e
     assert row[1] == "source purged 4 test orders", "the decision is recorded in the ledger"
 
 
-def test_a_tie_between_batches_is_refused_naming_both_files(env, instance) -> None:
-    _publish_history(instance)
+def test_a_tie_between_batches_is_refused_naming_both_files(env, instance, published) -> None:
+    _publish_history(published)
     day = dt.date.fromisoformat(DAY)
     first = json.loads((env.raw_dir / f"partition={DAY}.json").read_text())["lines"][0]
     path = generate.write_batch(env.raw_dir, day, "B-2026-09-18-T", [{**first, "unit_price": first["unit_price"] + 1}])
@@ -109,8 +108,8 @@ def test_a_tie_between_batches_is_refused_naming_both_files(env, instance) -> No
 
 
 @pytest.mark.parametrize("tamper", ["change", "delete"])
-def test_a_changed_or_vanished_batch_is_refused(env, instance, tamper) -> None:
-    _publish_history(instance)
+def test_a_changed_or_vanished_batch_is_refused(env, instance, published, tamper) -> None:
+    _publish_history(published)
     path = generate.late_delta(env.raw_dir, dt.date.fromisoformat(DAY), "B-2026-09-18-02")
     assert run_chain(instance, DAY, DAY, BF).success
     before = state.snapshot(env)
@@ -125,8 +124,8 @@ def test_a_changed_or_vanished_batch_is_refused(env, instance, tamper) -> None:
     assert state.snapshot(env) == before
 
 
-def test_the_current_lane_picks_up_a_new_batch_for_the_newest_day(env, instance) -> None:
-    _publish_history(instance)
+def test_the_current_lane_picks_up_a_new_batch_for_the_newest_day(env, instance, published) -> None:
+    _publish_history(published)
     newest = "2026-09-21"
     path = generate.late_delta(env.raw_dir, dt.date.fromisoformat(newest), "B-2026-09-21-02", new=1, restate=0,
                                retract=0)
@@ -144,7 +143,7 @@ def _observed_versions(instance) -> dict[str, str]:  # noqa: ANN001
             for e in result.get_asset_observation_events()}
 
 
-def test_the_ui_sees_a_new_batch_as_a_new_data_version_of_that_day_only(env, instance) -> None:
+def test_the_ui_sees_a_new_batch_as_a_new_data_version_of_that_day_only(env, instance, published) -> None:
     before = _observed_versions(instance)
     assert DAY in before and "2026-09-21" in before
     generate.late_delta(env.raw_dir, dt.date.fromisoformat(DAY), "B-2026-09-18-02")

@@ -1,8 +1,10 @@
 """Rollback restores the previous publication of a range byte-identical, in one commit, recorded in the ledger."""
 
 import json
+from typing import Iterator
 
 import dagster as dg
+import pytest
 
 from atlasmart_assets import cli, lab
 from atlasmart_assets.definitions import defs
@@ -116,7 +118,15 @@ def test_ui_rollback_records_materializations_of_the_restored_partitions(env, in
     assert _latest(instance, "fact/fct_order_lines", "2026-09-19").run_id != result.run_id, "only the window"
 
 
-def test_cli_rollback_is_a_run_of_rollback_job_in_the_instance(env, instance, capsys) -> None:
+@pytest.fixture
+def home_instance() -> Iterator[dg.DagsterInstance]:
+    """An instance at DAGSTER_HOME (set for the test), the one the CLI's run goes to."""
+    with dg.instance_for_test() as inst:
+        yield inst
+
+
+def test_cli_rollback_is_a_run_of_rollback_job_in_the_instance(env, home_instance, capsys) -> None:
+    instance = home_instance
     assert run_chain(instance, "2026-09-19", "2026-09-20").success
     lab.publish_legacy_incident(Warehouse())
     capsys.readouterr()
