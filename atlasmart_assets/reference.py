@@ -39,11 +39,16 @@ class Reference:
         return dimension.version(self.batches) if self.batches else None
 
     def audit(self) -> Audit:
-        text = "; ".join(self.problems) or (f"dimension version {self.dimension_version} "
-                                            f"({len(self.batches)} batch(es)), {len(self.requests)} deletion request(s)")
+        unknown = unknown_subjects(self)
+        text = "; ".join(self.problems) or (
+            f"dimension version {self.dimension_version} ({len(self.batches)} batch(es)), "
+            f"{len(self.requests)} deletion request(s)"
+            + (f"; accepted, affecting no day: {', '.join(unknown)} name(s) a customer the dimension does not know"
+               if unknown else ""))
         return Audit(REFERENCE_VALID, STAGED_ORDER_LINES, not self.problems, description=text,
                      figures={"dimension_batches": [b.batch_id for b in self.batches],
-                              "deletion_requests": [r.request_id for r in self.requests]})
+                              "deletion_requests": [r.request_id for r in self.requests],
+                              "requests_for_unknown_customers": unknown})
 
 
 def load(wh: Warehouse) -> Reference:

@@ -246,3 +246,14 @@ def test_a_failed_backfill_that_had_published_says_the_publication_stands() -> N
     assert "nothing of a failed run was published" in nothing
     assert "nothing of a failed run was published" not in after_commit
     assert "published, then failed" in after_commit and "pub-1" in after_commit and "stands" in after_commit
+
+
+def test_a_run_failure_names_the_root_cause_dagster_wrapped() -> None:
+    from types import SimpleNamespace
+
+    from atlasmart_assets.alerts.run_sensor import _with_root_cause
+
+    root = SimpleNamespace(message="IOException: Could not set lock on file", cause=None)
+    wrapper = SimpleNamespace(message='Error occurred while executing op "correction":', cause=root)
+    text = _with_root_cause(wrapper)
+    assert text.startswith("Error occurred") and "Caused by: IOException: Could not set lock on file" in text

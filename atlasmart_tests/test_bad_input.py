@@ -131,3 +131,10 @@ def test_a_quote_in_the_data_dir_is_just_a_character(env, instance, tmp_path, mo
     assert run_chain(instance, "2026-09-18", "2026-09-19").success
     assert run_chain(instance, "2026-09-18", "2026-09-19", {"dagster/backfill": "bf-quoted"}).success
     assert (odd / "published" / "partition=2026-09-19.json").exists()
+
+
+def test_a_reversed_range_is_named_as_such(env, capsys) -> None:
+    from atlasmart_assets import cli
+
+    assert cli.main(["rollback", "--from", "2026-09-20", "--to", "2026-09-18", "--reason", "oops"]) == 2
+    assert "ends before it starts (did you swap --from and --to?)" in capsys.readouterr().err

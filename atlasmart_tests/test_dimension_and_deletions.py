@@ -133,6 +133,9 @@ def test_a_deletion_request_is_applied_everywhere_and_nothing_brings_it_back(env
 
     result = run_chain(instance, "2026-09-03", "2026-09-20", BF)
     assert result.success
+    [reference] = [e for e in result.get_asset_check_evaluations()
+                   if e.check_name == "staged_order_lines_reference_data_valid"]
+    assert reference.passed and "DR-0002" in reference.description and "affecting no day" in reference.description
     assert run_chain(instance, NEWEST).success, "the current lane applies the request to the newest day"
     assert _stale(capsys) == {}
     for table in ("staged.order_lines", "fact.fct_order_lines", "history.staged_order_lines",
