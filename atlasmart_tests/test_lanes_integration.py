@@ -87,7 +87,7 @@ def launch_current(dep: Deployment, partitions: Sequence[str]) -> list[str]:
 
 def published_hashes(data_dir: Path) -> dict[str, str]:
     published = data_dir / "published"
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(published.glob("*.json"))}
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(published.glob("partition=*.json"))}
 
 
 def raw_controls(raw_dir: Path, partition: str) -> list[float]:

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+import dagster as dg
 import duckdb
 import pytest
 from playwright.sync_api import expect
