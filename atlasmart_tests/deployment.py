@@ -62,6 +62,19 @@ STOP_SCHEDULE = """
 mutation($id: String!) { stopRunningSchedule(id: $id) { __typename
     ... on ScheduleStateResult { scheduleState { status } } ... on PythonError { message } } }"""
 
+SENSOR_ID = """
+query($s: SensorSelector!) { sensorOrError(sensorSelector: $s) { __typename
+    ... on Sensor { id } ... on PythonError { message } ... on SensorNotFoundError { message } } }"""
+
+STOP_SENSOR = """
+mutation($id: String!) { stopSensor(id: $id) { __typename
+    ... on StopSensorMutationResult { instigationState { status } } ... on PythonError { message } } }"""
+
+# What launches runs by itself besides the daily schedule: stopped by the tests that construct the queue.
+SELF_LAUNCHING_SENSORS = ("atlasmart_freshness", "atlasmart_newest_partition_catch_up")
+SELF_LAUNCHING_SCHEDULES = ("atlasmart_daily_schedule", "atlasmart_observe_landing_batches",
+                            "atlasmart_scan_published_for_suppressed_keys")
+
 LOCATION_STATUS = """
 { workspaceOrError { __typename ... on Workspace { locationEntries { name loadStatus
     locationOrLoadError { __typename ... on PythonError { message } } } } } }"""
@@ -197,6 +210,31 @@ class Deployment:
         result = self.graphql(STOP_SCHEDULE, {"id": found["id"]})["stopRunningSchedule"]
         if result["__typename"] != "ScheduleStateResult" or result["scheduleState"]["status"] != "STOPPED":
             raise DeploymentError(f"stopRunningSchedule refused: {result}")
+
+    def stop_sensor(self, name: str) -> None:
+        """Stop a sensor (as the UI's toggle does)."""
+        selector = {"repositoryLocationName": LOCATION, "repositoryName": REPOSITORY, "sensorName": name}
+        found = self.graphql(SENSOR_ID, {"s": selector})["sensorOrError"]
+        if found["__typename"] != "Sensor":
+            raise DeploymentError(f"sensor {name} not found: {found}")
+        result = self.graphql(STOP_SENSOR, {"id": found["id"]})["stopSensor"]
+        if result["__typename"] != "StopSensorMutationResult" or result["instigationState"]["status"] != "STOPPED":
+            raise DeploymentError(f"stopSensor refused: {result}")
+
+    def quiet(self) -> None:
+        """Stop everything that launches runs by itself, so a test alone decides which runs exist."""
+        for name in SELF_LAUNCHING_SCHEDULES:
+            self.stop_schedule(name)
+        for name in SELF_LAUNCHING_SENSORS:
+            self.stop_sensor(name)
+
+        def idle() -> bool:
+            with self.instance() as instance:
+                return not instance.get_run_records(dg.RunsFilter(statuses=[
+                    dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
+                    dg.DagsterRunStatus.STARTED]), limit=1)
+        # A run they launched before they were stopped ends first (none of them waits at the gate).
+        self.wait_for("the runs launched before the quiet to end", idle, timeout_s=300)
 
     def status(self, run_id: str) -> str:
         with self.instance() as instance:

@@ -141,7 +141,7 @@ def test_lanes_hold_and_the_fence_refuses_from_a_real_deployment(dep: Deployment
     data_dir, raw_dir = Path(lanes_env["ATLASMART_DATA_DIR"]), Path(lanes_env["ATLASMART_RAW_DIR"])
     gates = Gates(Path(lanes_env["ATLASMART_GATE_DIR"]))
     reason = {"atlasmart/reason": "issue-4 evidence: recompute August"}
-    dep.stop_schedule(SCHEDULE)  # a tick at 02:00 UTC would add a current run to a lane the test is filling
+    dep.quiet()  # a tick at 02:00 UTC would add a current run to a lane the test is filling
 
     # 1. The current lane alone: two runs in progress, the third QUEUED until one of them ends.
     baseline = launch_current(dep, BASELINE)
