@@ -7,10 +7,11 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator, TypeVar
 
 import duckdb
 
+T = TypeVar("T")
 IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]*$")
 
 
@@ -35,21 +36,26 @@ def is_lock_conflict(exc: BaseException) -> bool:
     return isinstance(exc, duckdb.IOException) and "Could not set lock on file" in str(exc)
 
 
-@contextlib.contextmanager
-def open_file(path: Path, *, read_only: bool, config: dict[str, str], timeout_s: float,
-              stats: LockStats | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A connection to `path`, retried while another process holds it, up to `timeout_s`; closed on exit."""
+def waiting_on_lock(action: Callable[[], T], timeout_s: float) -> T:
+    """`action()`, retried with backoff while another process holds the file, up to `timeout_s`."""
     started = time.monotonic()
     delay = 0.05
     while True:
         try:
-            con = duckdb.connect(str(path), read_only=read_only, config=config)
-            break
+            return action()
         except duckdb.Error as exc:
             if not is_lock_conflict(exc) or time.monotonic() - started > timeout_s:
                 raise
             time.sleep(delay)
             delay = min(delay * 1.5, 1.0)
+
+
+@contextlib.contextmanager
+def open_file(path: Path, *, read_only: bool, config: dict[str, str], timeout_s: float,
+              stats: LockStats | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A connection to `path`, retried while another process holds it, up to `timeout_s`; closed on exit."""
+    started = time.monotonic()
+    con = waiting_on_lock(lambda: duckdb.connect(str(path), read_only=read_only, config=config), timeout_s)
     acquired = time.monotonic()
     if stats is not None:
         stats.waits.append(acquired - started)
@@ -88,15 +94,6 @@ def attach_waiting(con: duckdb.DuckDBPyConnection, path: Path, alias: str, timeo
                    stats: LockStats | None = None) -> None:
     """Attach another process's database read-only, waiting while a writer holds it (as open_file does)."""
     started = time.monotonic()
-    delay = 0.05
-    while True:
-        try:
-            attach(con, path, alias, read_only=True)
-            break
-        except duckdb.Error as exc:
-            if not is_lock_conflict(exc) or time.monotonic() - started > timeout_s:
-                raise
-            time.sleep(delay)
-            delay = min(delay * 1.5, 1.0)
+    waiting_on_lock(lambda: attach(con, path, alias, read_only=True), timeout_s)
     if stats is not None:
         stats.waits.append(time.monotonic() - started)
