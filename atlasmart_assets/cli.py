@@ -32,6 +32,8 @@ def _instance() -> DagsterInstance:
     import dagster as dg
 
     if os.environ.get("DAGSTER_HOME"):
+        # A fresh checkout has no instance directory yet (`make dev` creates it): create it rather than fail.
+        os.makedirs(os.environ["DAGSTER_HOME"], exist_ok=True)
         return dg.DagsterInstance.get()
     print("atlasmart rollback: DAGSTER_HOME is not set: the rollback run is recorded in a temporary instance, not "
           "in the one the UI shows (set DAGSTER_HOME, e.g. var/dagster_home as `make dev` does)", file=sys.stderr)
@@ -45,6 +47,9 @@ def _rollback(args: argparse.Namespace) -> int:
 
     from atlasmart_assets.definitions import defs
 
+    from atlasmart_assets.window import Window
+
+    Window.of(args.start, args.end)  # a malformed or reversed range is the operator's input error, not a failed run
     config = {"start": args.start, "end": args.end, "reason": args.reason, "to_publication": args.to_publication}
     with _instance() as instance:
         result = defs.resolve_job_def("rollback_job").execute_in_process(

@@ -1,10 +1,13 @@
 """Shared fixtures: a real DuckDB data dir and a copy of the shipped raw evidence per test."""
 
 import os
+import tempfile
 
 # The partitions definition reads ATLASMART_AS_OF at import: pin the lab's "today" before anything imports it.
 os.environ.setdefault("ATLASMART_AS_OF", "2026-09-22")
 os.environ.setdefault("ATLASMART_START_DATE", "2026-09-01")
+# `make test` exports the repo's DAGSTER_HOME (var/dagster_home); tests never write run history there.
+os.environ["DAGSTER_HOME"] = tempfile.mkdtemp(prefix="atlasmart-tests-home-")
 
 import shutil  # noqa: E402
 from pathlib import Path  # noqa: E402
