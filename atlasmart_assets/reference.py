@@ -68,22 +68,26 @@ def load(wh: Warehouse) -> Reference:
                                                      "from raw.dimension_batches").fetchall()}
         seen_requests = {r[0]: r for r in con.execute("select request_id, file, sha256, first_run_id "
                                                       "from raw.deletion_requests").fetchall()}
-    now_batches = {b.batch_id: b for b in ref.batches}
-    for batch_id, (_, file, sha, run) in sorted(seen_batches.items()):
-        if batch_id not in now_batches and not ref.problems:
-            ref.problems.append(f"dimension batch {file} (first loaded by run {run}) has vanished: batches are never "
-                                "removed")
-        elif batch_id in now_batches and now_batches[batch_id].sha256 != sha:
-            ref.problems.append(f"dimension batch {file} changed since run {run} first loaded it: deliver a "
-                                "correction as a new batch raw/customers/<batch_id>.json")
-    now_requests = {r.request_id: r for r in ref.requests}
-    for request_id, (_, file, sha, run) in sorted(seen_requests.items()):
-        if request_id not in now_requests and not ref.problems:
-            ref.problems.append(f"deletion request {file} (first loaded by run {run}) has vanished: a request is "
-                                "never withdrawn by deleting its file")
-        elif request_id in now_requests and now_requests[request_id].sha256 != sha:
-            ref.problems.append(f"deletion request {file} changed since run {run} first loaded it")
+    loaded = not ref.problems
+    ref.problems += _unchanged("dimension batch", seen_batches, {b.batch_id: b.sha256 for b in ref.batches}, loaded,
+                               "batches are never removed",
+                               "deliver a correction as a new batch raw/customers/<batch_id>.json")
+    ref.problems += _unchanged("deletion request", seen_requests, {r.request_id: r.sha256 for r in ref.requests},
+                               loaded, "a request is never withdrawn by deleting its file", "")
     return ref
+
+
+def _unchanged(what: str, seen: dict[str, tuple[Any, ...]], now: dict[str, str], loaded: bool, vanished_hint: str,
+               changed_hint: str) -> list[str]:
+    """Problems with files first loaded earlier (id -> (id, file, sha256, first run)): vanished or changed."""
+    problems = []
+    for key, (_, file, sha, run) in sorted(seen.items()):
+        if key not in now and loaded:
+            problems.append(f"{what} {file} (first loaded by run {run}) has vanished: {vanished_hint}")
+        elif key in now and now[key] != sha:
+            problems.append(f"{what} {file} changed since run {run} first loaded it"
+                            + (f": {changed_hint}" if changed_hint else ""))
+    return problems
 
 
 def record_first_sightings(con: duckdb.DuckDBPyConnection, ref: Reference, run_id: str) -> None:

@@ -181,3 +181,23 @@ def test_a_malformed_request_is_refused_and_nothing_moves(env, instance, publish
                     if e.step_failure_data.user_failure_data)
     assert "DR-9.json" in text and problem in text, text
     assert state.snapshot(env) == before
+
+
+def test_a_changed_dimension_batch_or_a_withdrawn_request_is_refused(env, instance, published) -> None:
+    published(("2026-09-18", "2026-09-19"))
+    path = _request(env.raw_dir, "DR-0003", line_ids=["2026-09-19-L000001"])
+    assert run_chain(instance, "2026-09-19", "2026-09-19", BF).success  # the request is now loaded evidence
+    before = state.snapshot(env)
+    path.unlink()
+    withdrawn = run_chain(instance, "2026-09-19", "2026-09-19", {**BF, "dagster/backfill": "bf-withdrawn"})
+    assert not withdrawn.success
+    _request(env.raw_dir, "DR-0003", line_ids=["2026-09-19-L000001"])
+    customers = env.raw_dir / "customers.json"
+    customers.write_text(customers.read_text().replace('"gold"', '"GOLD"', 1))
+    edited = run_chain(instance, "2026-09-19", "2026-09-19", {**BF, "dagster/backfill": "bf-edited"})
+    assert not edited.success
+    texts = [" ".join(e.step_failure_data.user_failure_data.description or "" for e in r.get_step_failure_events()
+                      if e.step_failure_data.user_failure_data) for r in (withdrawn, edited)]
+    assert "DR-0003.json" in texts[0] and "has vanished" in texts[0], texts[0]
+    assert "customers.json" in texts[1] and "changed since run" in texts[1], texts[1]
+    assert state.snapshot(env) == before
