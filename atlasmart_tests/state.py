@@ -36,3 +36,13 @@ def snapshot(cfg: Settings) -> dict[str, Any]:
 def content(cfg: Settings) -> dict[str, Any]:
     """Only the data a reader sees (tables and extract bytes), without ledger ids and timestamps."""
     return {k: v for k, v in snapshot(cfg).items() if k != "current_publications"}
+
+
+def failure_text(result: Any) -> str:
+    """Every step failure of an in-process run as one text: the operator's description and the error message."""
+    texts = []
+    for event in result.get_step_failure_events():
+        data = event.step_failure_data
+        texts.append((data.user_failure_data.description if data.user_failure_data else "") or "")
+        texts.append(data.error.message if data.error else "")
+    return " ".join(texts)

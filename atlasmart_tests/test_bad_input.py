@@ -11,15 +11,6 @@ from atlasmart_tests import state
 DAY = "2026-09-19"
 
 
-def _failure_text(result) -> str:
-    texts = []
-    for event in result.get_step_failure_events():
-        data = event.step_failure_data
-        texts.append((data.user_failure_data.description if data.user_failure_data else "") or "")
-        texts.append(data.error.message if data.error else "")
-    return " ".join(texts)
-
-
 def _drop_file(path):
     path.unlink()
 
@@ -98,7 +89,7 @@ def test_silent_bad_data_is_refused_naming_the_file(env, instance, published, da
     for start, end in ((DAY, None), ("2026-09-18", "2026-09-20")):
         result = run_chain(instance, start, end, {"dagster/backfill": "bf-bad"} if end else None)
         assert not result.success
-        text = _failure_text(result)
+        text = state.failure_text(result)
         assert DAY in text and problem in text, text
         if damage is not _line_of_another_day:
             assert str(path) in text, text
@@ -120,7 +111,7 @@ def test_bad_input_names_file_partition_problem_and_changes_nothing(env, instanc
     for start, end in ((DAY, None), ("2026-09-18", "2026-09-20")):
         result = run_chain(instance, start, end, {"dagster/backfill": "bf-bad"} if end else None)
         assert not result.success
-        text = _failure_text(result)
+        text = state.failure_text(result)
         assert DAY in text and str(path) in text and problem in text, text
         assert state.snapshot(env) == before
 

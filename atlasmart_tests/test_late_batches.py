@@ -29,15 +29,6 @@ def _ledger(cfg, day: str) -> list[tuple]:  # noqa: ANN001
                                  "from audit.publications)", f"d = '{day}'")
 
 
-def _failure_text(result) -> str:  # noqa: ANN001
-    texts = []
-    for event in result.get_step_failure_events():
-        data = event.step_failure_data
-        texts.append((data.user_failure_data.description if data.user_failure_data else "") or "")
-        texts.append(data.error.message if data.error else "")
-    return " ".join(texts)
-
-
 def test_a_late_delta_is_corrected_by_a_backfill_of_that_day_alone(env, instance, published, capsys) -> None:
     _publish_history(published)
     assert _stale(capsys) == [], "nothing is stale before new evidence arrives"
@@ -50,7 +41,7 @@ def test_a_late_delta_is_corrected_by_a_backfill_of_that_day_alone(env, instance
     assert stale[0]["reasons"] == ["new batch B-2026-09-18-02"]
 
     result = run_chain(instance, DAY, DAY, BF)
-    assert result.success, _failure_text(result)
+    assert result.success, state.failure_text(result)
     doc = extracts.read(env, DAY)
     expected = [manifest["controls"][c] for c in extracts.CONTROL_NAMES]
     assert doc["controls"] == expected, "published controls equal the latest batch's"
@@ -81,11 +72,11 @@ def test_a_snapshot_retracts_what_it_leaves_out_and_a_big_shrink_is_a_decision(e
     generate.late_snapshot(env.raw_dir, day, "B-2026-09-18-S1", drop=4)  # 12 -> 8 lines: a 33 % shrink
     before = state.snapshot(env)
     refused = run_chain(instance, DAY, DAY, BF)
-    assert not refused.success and "atlasmart/accept_shrink" in _failure_text(refused)
+    assert not refused.success and "atlasmart/accept_shrink" in state.failure_text(refused)
     assert state.snapshot(env) == before, "a refused shrink moves nothing"
 
     accepted = run_chain(instance, DAY, DAY, {**BF, "atlasmart/accept_shrink": "source purged 4 test orders"})
-    assert accepted.success, _failure_text(accepted)
+    assert accepted.success, state.failure_text(accepted)
     assert extracts.read(env, DAY)["controls"][0] == rows_before - 4
     oracle = evidence.merge(generate.read_batches(env.raw_dir, day))
     assert len(oracle) == rows_before - 4
@@ -101,7 +92,7 @@ def test_a_tie_between_batches_is_refused_naming_both_files(env, instance, publi
     path = generate.write_batch(env.raw_dir, day, "B-2026-09-18-T", [{**first, "unit_price": first["unit_price"] + 1}])
     before = state.snapshot(env)
     result = run_chain(instance, DAY, DAY, BF)
-    text = _failure_text(result)
+    text = state.failure_text(result)
     assert not result.success and "raw_order_lines_merge_deterministic" in text
     assert str(path) in text and f"partition={DAY}.json" in text, text
     assert state.snapshot(env) == before
@@ -118,7 +109,7 @@ def test_a_changed_or_vanished_batch_is_refused(env, instance, published, tamper
     else:
         path.unlink()
     result = run_chain(instance, DAY, DAY, {**BF, "dagster/backfill": "bf-tampered"})
-    text = _failure_text(result)
+    text = state.failure_text(result)
     assert not result.success and "raw_order_lines_sha256_unchanged" in text
     assert ("never rewritten in place" if tamper == "change" else "has vanished") in text, text
     assert state.snapshot(env) == before
