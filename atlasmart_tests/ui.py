@@ -73,10 +73,18 @@ class Operator:
     def launch_backfill(self, partition_range: tuple[str, str], tags: Mapping[str, str], name: str) -> str:
         """Materialize… → (confirm the multi-asset's siblings) → range, tags → Launch backfill; the new backfill id."""
         page = self.page
-        page.get_by_role("button", name="Materialize…").click()
         siblings = page.get_by_role("dialog").filter(has_text="Additional assets will be materialized")
         dialog = page.get_by_role("dialog").filter(has_text="Launch runs to materialize")
-        expect(siblings.or_(dialog)).to_be_visible()
+        # The "Join the Dagster community" prompt can appear as the button is clicked: its handler skips it, but
+        # the click it intercepted is lost. Opening the dialog launches nothing, so click again until it opens.
+        for attempt in range(3):
+            page.get_by_role("button", name="Materialize…").click()
+            try:
+                expect(siblings.or_(dialog)).to_be_visible(timeout=20_000)
+                break
+            except AssertionError:
+                if attempt == 2:
+                    raise
         if siblings.is_visible():
             self.shot(f"{name}-additional-assets")
             siblings.get_by_role("button", name="Confirm").click()
