@@ -23,10 +23,10 @@ def stale_holders(instance: dg.DagsterInstance, held: dict[str, list[str]]) -> l
     return sorted(out)
 
 
-def build() -> dg.SensorDefinition:
+def build(interval_s: int = 30) -> dg.SensorDefinition:
     @dg.sensor(
         name="atlasmart_clear_correction_flags",
-        minimum_interval_seconds=30,
+        minimum_interval_seconds=interval_s,
         default_status=dg.DefaultSensorStatus.RUNNING,
         required_resource_keys={WAREHOUSE_KEY},
         description="A run that ended without publishing no longer holds its window: readers stop seeing "

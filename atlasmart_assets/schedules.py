@@ -8,7 +8,7 @@ import os
 
 import dagster as dg
 
-from atlasmart_assets import partitions
+from atlasmart_assets import partitions, settings
 from atlasmart_assets.contract import CURRENT_LANE_TAGS, PARTITION_TAG, REVENUE_DAILY
 from atlasmart_assets.jobs import daily_job
 from atlasmart_assets.resources import WAREHOUSE_KEY, Warehouse
@@ -68,7 +68,7 @@ def catch_up(context: dg.SensorEvaluationContext, warehouse: Warehouse) -> dg.Ru
                          tags={**CURRENT_LANE_TAGS, TRIGGER_TAG: "catch_up"})
 
 
-@dg.sensor(name=CATCH_UP, job=daily_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING,
+@dg.sensor(name=CATCH_UP, job=daily_job, minimum_interval_seconds=settings.load().sensor_interval_s, default_status=dg.DefaultSensorStatus.RUNNING,
            required_resource_keys={WAREHOUSE_KEY},
            description="Materializes the newest closed day in the current lane (atlasmart/lane=current, priority 10) "
                        "as soon as it is missing and its raw evidence has landed; each tick says why it waits.")

@@ -28,6 +28,7 @@ class Settings:
     slo_queue_wait_s: float = 120.0
     slo_duration_s: float = 600.0
     flag_alert_after_s: float = 1800.0
+    sensor_interval_s: int = 30
 
     @property
     def warehouse_path(self) -> Path:
@@ -63,7 +64,17 @@ ENV_NAMES = ("ATLASMART_RAW_DIR", "ATLASMART_DATA_DIR", "ATLASMART_AS_OF", "ATLA
              "ATLASMART_RETAIN_VERSIONS", "ATLASMART_SHRINK_THRESHOLD", "ATLASMART_LOCK_TIMEOUT_S",
              "ATLASMART_DUCKDB_MEMORY_LIMIT", "ATLASMART_BACKFILL_THREADS", "ATLASMART_VERSION_GRACE_S",
              "ATLASMART_FRESHNESS_DEADLINE", "ATLASMART_SLO_QUEUE_WAIT_S", "ATLASMART_SLO_DURATION_S",
-             "ATLASMART_FLAG_ALERT_AFTER_S")
+             "ATLASMART_FLAG_ALERT_AFTER_S", "ATLASMART_SENSOR_INTERVAL_S")
+
+
+def _interval(value: str) -> int:
+    try:
+        seconds = int(value)
+    except ValueError:
+        seconds = 0
+    if seconds < 1:
+        raise ValueError(f"ATLASMART_SENSOR_INTERVAL_S={value!r} is not a whole number of seconds >= 1")
+    return seconds
 
 
 def load(overrides: Mapping[str, str | None] | None = None) -> Settings:
@@ -84,4 +95,5 @@ def load(overrides: Mapping[str, str | None] | None = None) -> Settings:
         slo_queue_wait_s=float(env.get("ATLASMART_SLO_QUEUE_WAIT_S", "120")),
         slo_duration_s=float(env.get("ATLASMART_SLO_DURATION_S", "600")),
         flag_alert_after_s=float(env.get("ATLASMART_FLAG_ALERT_AFTER_S", "1800")),
+        sensor_interval_s=_interval(env.get("ATLASMART_SENSOR_INTERVAL_S", "30")),
     )

@@ -66,6 +66,10 @@ SENSOR_ID = """
 query($s: SensorSelector!) { sensorOrError(sensorSelector: $s) { __typename
     ... on Sensor { id } ... on PythonError { message } ... on SensorNotFoundError { message } } }"""
 
+START_SENSOR = """
+mutation($s: SensorSelector!) { startSensor(sensorSelector: $s) { __typename
+    ... on Sensor { sensorState { status } } ... on PythonError { message } } }"""
+
 STOP_SENSOR = """
 mutation($id: String!) { stopSensor(id: $id) { __typename
     ... on StopSensorMutationResult { instigationState { status } } ... on PythonError { message } } }"""
@@ -220,6 +224,23 @@ class Deployment:
         result = self.graphql(STOP_SENSOR, {"id": found["id"]})["stopSensor"]
         if result["__typename"] != "StopSensorMutationResult" or result["instigationState"]["status"] != "STOPPED":
             raise DeploymentError(f"stopSensor refused: {result}")
+
+    def start_sensor(self, name: str) -> None:
+        """Start a stopped sensor again (as the UI's toggle does); its cursor is kept."""
+        selector = {"repositoryLocationName": LOCATION, "repositoryName": REPOSITORY, "sensorName": name}
+        result = self.graphql(START_SENSOR, {"s": selector})["startSensor"]
+        if result["__typename"] != "Sensor" or result["sensorState"]["status"] != "RUNNING":
+            raise DeploymentError(f"startSensor refused: {result}")
+
+    def restart_daemon(self) -> None:
+        """SIGKILL the daemon's process group (its code server and any tick in flight with it), then start a new
+        daemon: what an OOM kill or a host restart does to it. The webserver keeps running."""
+        [daemon] = [p for p in self.procs if "dagster-daemon" in str(p.args[0])]
+        _kill_group(daemon)
+        daemon.wait()
+        self.procs.remove(daemon)
+        (self.logs / "daemon.log").rename(self.logs / f"daemon-{int(time.time())}.log")
+        self._spawn("daemon", [str(BIN / "dagster-daemon"), "run", "-w", str(REPO_ROOT / "workspace.yaml")])
 
     def quiet(self) -> None:
         """Stop everything that launches runs by itself, so a test alone decides which runs exist."""

@@ -3,8 +3,10 @@
 It answers like Slack: `ts` values and the channel on success, replies accepted with `thread_ts`, HTTP 429 with
 a `Retry-After` header and `{"ok": false, "error": "ratelimited"}` when rate limited, `invalid_blocks` for a
 message over Block Kit's limits (50 blocks, 3000 characters per section text, 10 fields of 2000, 10 context
-elements), and HTTP 500 or an answer slower than the client's timeout on demand. `script` holds the modes of the next requests; after it
-runs out, `mode` answers."""
+elements), and HTTP 500 or an answer slower than the client's timeout on demand. `script` holds the modes of the next requests
+(`"ratelimited:<s>"` is a 429 with that Retry-After); after it runs out, `mode` answers. `hold_if` picks one message
+to hold unanswered (`held` is set) until the test sets `release`: then it is answered 503 and posts nothing, as a
+request that died with its client (a daemon killed mid-tick) does."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import time
 import urllib.parse
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Callable
 
 OK = "ok"
 RATELIMITED = "ratelimited"
@@ -42,6 +44,11 @@ class SlackServer:
     attempt_times: list[float] = field(default_factory=list)
     refused: list[dict[str, Any]] = field(default_factory=list)
     auth_headers: list[str] = field(default_factory=list)
+    hold_if: Callable[[dict[str, Any]], bool] | None = None
+    held: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+    # (monotonic arrival time, mode, text) of every request to chat.postMessage, in arrival order.
+    answered: list[tuple[float, str, str]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -69,9 +76,20 @@ class SlackServer:
     def by_ts(self, ts: str) -> dict[str, Any]:
         return next(m for m in self.messages if m["ts"] == ts)
 
-    def next_mode(self) -> str:
+    def next_mode(self, payload: dict[str, Any]) -> str:
         with self._lock:
-            return self.script.pop(0) if self.script else self.mode
+            mode = self.script.pop(0) if self.script else self.mode
+            self.answered.append((time.monotonic(), mode, str(payload.get("text", ""))))
+            return mode
+
+    def _hold(self, payload: dict[str, Any]) -> bool:
+        """True (after the test released it) when this message is the one to hold; holds one message only."""
+        with self._lock:
+            if self.hold_if is None or self.held.is_set() or not self.hold_if(payload):
+                return False
+            self.held.set()
+        self.release.wait(timeout=600)
+        return True
 
     def accept(self, payload: dict[str, Any]) -> str:
         with self._lock:
@@ -134,20 +152,22 @@ def _handler(server: SlackServer) -> type[BaseHTTPRequestHandler]:
             server.auth_headers.append(self.headers.get("Authorization", ""))
             if not self.path.endswith("/api/chat.postMessage"):
                 return self._answer(404, {"ok": False, "error": "unknown_method"})
-            mode = server.next_mode()
-            if mode == HTTP_500:
-                return self._answer(500, {"ok": False, "error": "internal_error"})
-            if mode == RATELIMITED:
-                return self._answer(429, {"ok": False, "error": "ratelimited"},
-                                    {"Retry-After": str(server.retry_after_s)})
-            if mode == SLOW:
-                # Answers after the client gave up, and posts nothing: a timeout that lost the request.
-                time.sleep(server.slow_s)
-                return self._answer(504, {"ok": False, "error": "timeout"})
             if "json" in self.headers.get("Content-Type", ""):
                 payload = json.loads(body)
             else:
                 payload = {k: v[0] for k, v in urllib.parse.parse_qs(body).items()}
+            mode = server.next_mode(payload)
+            if mode == HTTP_500:
+                return self._answer(500, {"ok": False, "error": "internal_error"})
+            if mode.startswith(RATELIMITED):
+                retry_after = mode.partition(":")[2] or str(server.retry_after_s)
+                return self._answer(429, {"ok": False, "error": "ratelimited"}, {"Retry-After": retry_after})
+            if mode == SLOW:
+                # Answers after the client gave up, and posts nothing: a timeout that lost the request.
+                time.sleep(server.slow_s)
+                return self._answer(504, {"ok": False, "error": "timeout"})
+            if server._hold(payload):
+                return self._answer(503, {"ok": False, "error": "service_unavailable"})
             blocks = payload.get("blocks") or []
             if isinstance(blocks, str):
                 blocks = json.loads(blocks)
@@ -170,7 +190,10 @@ def _handler(server: SlackServer) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Length", str(len(data)))
             for k, v in (headers or {}).items():
                 self.send_header(k, v)
-            self.end_headers()
-            self.wfile.write(data)
+            try:
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client died waiting (a held request): nothing was posted
 
     return Handler

@@ -108,3 +108,32 @@ def test_a_late_partition_is_one_failed_check_alerted_once(env, instance, monkey
     for part in ("*ERROR*", "Failing partition(s)*\n<http://ui.test/assets/mart/revenue_daily?view=partitions&"
                  "partition=2026-09-21|2026-09-21>", "not published", "2026-09-22 06:00:00 UTC"):
         assert part in message
+
+
+def test_freshness_failures_are_alerted_once_per_state_in_the_channel_wherever_they_ran(env, instance,  # noqa: ANN001
+                                                                                       monkeypatch) -> None:
+    """Dagster also runs the freshness check inside every materialization of mart/revenue_daily, backfills included:
+    the same late day evaluated in a backfill's run, by the sensor's job and again in another backfill is one
+    alert, posted in the channel at once (it judges the current load, not the backfill's thread)."""
+    from atlasmart_assets.alerts.slack import AtlasSlack
+    from atlasmart_assets.definitions import defs
+    monkeypatch.setenv("ATLASMART_SLACK_TOKEN", "xoxb-test")
+    assert run_chain(instance, "2026-09-20").success
+    job = defs.resolve_job_def(freshness.JOB_NAME)
+    check_sensor = defs.get_sensor_def("atlasmart_check_failures_to_slack")
+    with SlackServer() as server:
+        slack = AtlasSlack(token=dg.EnvVar("ATLASMART_SLACK_TOKEN"), base_url=server.base_url, timeout_s=1,
+                           ui_base_url="http://ui.test")
+        cursor = None
+        for tags in ({"dagster/backfill": "bkfirst"}, {}, {"dagster/backfill": "bksecond"}):
+            result = job.execute_in_process(instance=instance, tags=tags)
+            assert [e.passed for e in result.get_asset_check_evaluations()] == [False]
+            ctx = dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs,
+                                          resources={"slack": slack, "warehouse": Warehouse()})
+            tick = check_sensor.evaluate_tick(ctx)
+            cursor = tick.cursor
+    assert len(server.messages) == 1, server.texts
+    [message] = server.messages
+    assert freshness.CHECK_NAME in message["text"] and "2026-09-21" in server.rendered[0]
+    assert not message.get("thread_ts"), "a freshness failure is not a reply in a backfill's thread"
+    assert "1 repeat(s) of an alerted state not sent again" in tick.skip_message

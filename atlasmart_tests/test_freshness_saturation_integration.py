@@ -81,6 +81,8 @@ def dep(slack: SlackServer, data_dir: Path, tmp_path_factory: pytest.TempPathFac
            "ATLASMART_SLO_DURATION_S": "0.001", "ATLASMART_SLACK_TOKEN": "xoxb-deployment-test",
            # The newest day must stay unpublished until the test publishes it (the late-partition scenario).
            "ATLASMART_CATCH_UP": "off",
+           # Sensors tick every 10 s instead of 30 s: "no second message in the next two ticks" costs 20 s, not 60.
+           "ATLASMART_SENSOR_INTERVAL_S": "10",
            "ATLASMART_SLACK_BASE_URL": slack.origin, "ATLASMART_UI_BASE_URL": "http://ui.test"}
     with deployment(tmp_path_factory.mktemp("deployment"), env, DAGSTER_YAML) as d:
         yield d
@@ -186,3 +188,55 @@ def test_saturation_is_recorded_against_the_backfill_and_alerted_once(dep: Deplo
                                                                      if e.passed], timeout_s=240)
     assert passed[0].metadata["figures"][NEWEST]["published"] is True
     assert len(freshness_alerts(slack)) == 1
+
+
+LIFECYCLE = "atlasmart_backfill_lifecycle_to_slack"
+REDELIVERED = ["2026-09-02", "2026-09-03"]
+# Slack's answers to the first posts after the restart: two short Retry-Afters the tick sleeps through, then one
+# longer than the tick may wait (AtlasSlack.max_wait_s 10 s), which ends the tick and holds the next post back.
+BURST = ["ratelimited:1", "ratelimited:1", "ratelimited:12"]
+
+
+def test_a_daemon_killed_mid_tick_and_a_429_burst_deliver_each_message_once_in_its_thread(
+        dep: Deployment, slack: SlackServer) -> None:
+    """The lifecycle sensor posts a backfill's "started" and "published" in one tick (the sensor was stopped while
+    the backfill ran). Slack takes "started"; "published" is held unanswered while the daemon is SIGKILLed, so
+    that tick never ends and Dagster never saves its cursor. A new daemon then meets a 429 burst. Each message
+    arrives once, "published" in the thread "started" opened, and no post comes before its Retry-After."""
+    dep.stop_sensor(LIFECYCLE)
+    backfill_id = dep.launch_backfill(CHAIN, REDELIVERED, {"atlasmart/reason": "issue 17: delivery across restarts"},
+                                      title="delivery across a daemon restart")
+    records = wait_backfill_runs(dep, backfill_id, FINISHED, timeout_s=420)
+    assert {r.dagster_run.status.value for r in records} == {"SUCCESS"}
+    with dep.instance() as instance:
+        dep.wait_for("the backfill to complete", lambda: instance.get_backfill(backfill_id).status.value
+                     == "COMPLETED_SUCCESS", timeout_s=180)
+
+    def ours(text: str) -> bool:
+        return backfill_id in text and text.startswith("Correction")
+
+    slack.hold_if = lambda payload: ours(payload.get("text", "")) and "Correction published" in payload["text"]
+    dep.start_sensor(LIFECYCLE)
+    dep.wait_for("the tick to reach the published message", slack.held.is_set, timeout_s=240)
+    [started] = [m for m in slack.messages if ours(m["text"])]
+    assert "Correction in progress" in started["text"] and not started.get("thread_ts")
+    slack.script = list(BURST)
+    dep.restart_daemon()
+    slack.release.set()  # the held request is answered 503 to a dead client: Slack never posted it
+
+    published = dep.wait_for("the published message", lambda: [m for m in slack.messages if ours(m["text"])
+                                                                and "Correction published" in m["text"]],
+                             timeout_s=300)
+    wait_sensor_ticks(dep, LIFECYCLE, time.time(), 2, timeout_s=180)
+    mine = [m for m in slack.messages if ours(m["text"])]
+    print(f"\n[delivery] requests for {backfill_id}: "
+          f"{[(round(t, 2), mode) for t, mode, text in slack.answered if ours(text)]}")
+    assert mine == [started, published[0]], [m["text"][:80] for m in mine]
+    assert published[0]["thread_ts"] == started["ts"] and not published[0].get("reply_broadcast")
+
+    attempts = [(t, mode) for t, mode, text in slack.answered if ours(text)]
+    assert [mode for _, mode in attempts] == ["ok", "ok", *BURST, "ok"], attempts
+    for (t, mode), (t_next, _) in zip(attempts, attempts[1:]):
+        if mode.startswith("ratelimited"):
+            retry_after = float(mode.partition(":")[2])
+            assert t_next - t >= retry_after - 0.01, f"posted {t_next - t:.2f} s after a Retry-After of {retry_after}"

@@ -5,7 +5,12 @@ in a run that ended without a result), and `sent`, the ids above `low` already a
 FAILED after younger rows were seen (runs overlap), so the cursor never moves past an unsettled row.
 
 A failure in a backfill's run is a reply in the backfill's thread (opened by the lifecycle sensor's "started"
-message); it waits up to delivery.THREAD_WAIT_S for that thread, then goes to the channel."""
+message); it waits up to delivery.THREAD_WAIT_S for that thread, then goes to the channel.
+
+A check whose result carries a `state` (the freshness check: "<due day>:missing") judges the deployment, not the
+run it executed in: Dagster also runs it inside every materialization of its asset, backfills included. Its
+failures are alerted once per state, in the channel, wherever they were evaluated; a repeat of an alerted state is
+settled without a message (the last STATES_KEPT states are remembered per check)."""
 
 from __future__ import annotations
 
@@ -23,6 +28,8 @@ from atlasmart_assets.alerts.slack import AtlasSlack
 from atlasmart_assets.contract import BACKFILL_TAG
 
 NAME = "atlasmart_check_failures_to_slack"
+STATE_KEY = "state"
+STATES_KEPT = 50
 
 
 class _Runs:
@@ -88,17 +95,28 @@ def evaluate(context: dg.SensorEvaluationContext, slack: AtlasSlack, batch: int 
         for rec in records[name]:
             if rec.failed and rec.id not in entry["sent"]:
                 pending[(name, rec.run_id)].append(rec)
-    groups = sorted(pending.items(), key=lambda item: item[1][0].id)[:batch]
-    waiting = 0
+    groups = sorted(pending.items(), key=lambda item: item[1][0].id)
+    waiting = repeated = 0
     for (name, run_id), group in groups:
+        if box.delivered >= batch:
+            break
+        judged = str(group[0].metadata.get(STATE_KEY) or "")
+
+        def commit(_ts: str | None, name: str = name, group: list[CheckRecord] = group, judged: str = judged) -> None:
+            state[name]["sent"] = sorted(set(state[name]["sent"]) | {r.id for r in group})
+            if judged:
+                states = [s for s in state[name].get("states", []) if s != judged]
+                state[name]["states"] = [*states, judged][-STATES_KEPT:]
+
+        if judged and judged in state[name].get("states", []):
+            commit(None)
+            repeated += 1
+            continue
         failure = _failure(group, runs)
-        thread, wait = box.reply_target(failure.backfill_id, group[0].created)
+        thread, wait = (None, False) if judged else box.reply_target(failure.backfill_id, group[0].created)
         if wait:
             waiting += 1
             continue
-
-        def commit(_ts: str, name: str = name, group: list[CheckRecord] = group) -> None:
-            state[name]["sent"] = sorted(set(state[name]["sent"]) | {r.id for r in group})
 
         if not box.send(f"check:{name}:{run_id}", fmt.check_failure(failure, slack.links), commit, thread):
             context.log.warning(f"check alert for {name} not delivered, retried next tick: {box.error}")
@@ -111,9 +129,10 @@ def evaluate(context: dg.SensorEvaluationContext, slack: AtlasSlack, batch: int 
                 break
             entry["low"] = rec.id
         entry["sent"] = sorted(i for i in sent if i > entry["low"])
-    left = len(pending) - box.delivered
+    left = len(pending) - box.delivered - repeated
     wait = f" ({waiting} waiting for their backfill's started message)" if waiting else ""
-    return box.finish(f"delivered {box.delivered} check alert(s); {left} pending{wait}", left)
+    again = f"; {repeated} repeat(s) of an alerted state not sent again" if repeated else ""
+    return box.finish(f"delivered {box.delivered} check alert(s){again}; {left} pending{wait}", left)
 
 
 def build(name: str = NAME, interval_s: int = 30) -> dg.SensorDefinition:
