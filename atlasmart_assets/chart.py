@@ -39,6 +39,39 @@ def _nan(values: list[float | None]) -> list[float]:
 def before_after_png(days: list[str], panels: dict[str, Series], title: str,
                      labels: tuple[str, str] = ("before", "after"), dpi: int = 90) -> bytes:
     """Per figure (rows, gmv, ...): values before/after per day, then the delta per day, labelled."""
+    fig = _figure(days, panels, title, labels)
+    try:
+        return _png(fig, dpi)
+    finally:
+        plt.close(fig)
+
+
+def fitting_png(days: list[str], panels: dict[str, Series], title: str, max_bytes: int, dpi: int = 90,
+                min_dpi: int = 30) -> bytes | None:
+    """The chart at the highest resolution (from `dpi` down to `min_dpi`) whose PNG fits in max_bytes, or None.
+    Drawn once; a PNG's bytes grow about with its pixels (dpi squared), so each retry aims straight at the budget
+    instead of stepping down (a year's figure costs about a second per save)."""
+    fig = _figure(days, panels, title, ("before", "after"))
+    try:
+        for _ in range(5):
+            png = _png(fig, dpi)
+            if len(png) <= max_bytes:
+                return png
+            dpi = min(dpi - 1, int(dpi * math.sqrt(max_bytes / len(png)) * 0.9))
+            if dpi < min_dpi:
+                return None
+        return None
+    finally:
+        plt.close(fig)
+
+
+def _png(fig: plt.Figure, dpi: int) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    return buf.getvalue()
+
+
+def _figure(days: list[str], panels: dict[str, Series], title: str, labels: tuple[str, str]) -> plt.Figure:
     n = len(days)
     width = min(18.0, max(7.0, 0.42 * n + 3))
     fig = plt.figure(figsize=(width, 3.3 * len(panels) + 0.9), layout="constrained")
@@ -76,16 +109,17 @@ def before_after_png(days: list[str], panels: dict[str, Series], title: str,
                 dax.annotate(f"{_num(b[i])} → {_num(a[i])}\n({_signed(d)})", (i, 0), xytext=(0, -3 if d > 0 else 3),
                              textcoords="offset points", ha="center", va="top" if d > 0 else "bottom", fontsize=7.5,
                              color=UP if d > 0 else DOWN)
-        for i, (bi, ai) in enumerate(zip(b, a)):
-            if math.isnan(bi) and not math.isnan(ai):
-                dax.annotate("new", (i, 0), xytext=(0, 3), textcoords="offset points", ha="center", va="bottom",
-                             fontsize=7, color=NEW)
-            elif math.isnan(ai):
-                dax.annotate("no value", (i, 0), xytext=(0, 3), textcoords="offset points", ha="center",
-                             va="bottom", fontsize=7, color=BEFORE)
+        new = [i for i, (bi, ai) in enumerate(zip(b, a)) if math.isnan(bi) and not math.isnan(ai)]
+        gone = [i for i, ai in enumerate(a) if math.isnan(ai)]
+        # Each new or valueless day is marked while they are few; past MAX_LABELS the summary counts them.
+        for marks, text, color in ((new, "new", NEW), (gone, "no value", BEFORE)):
+            for i in marks if len(marks) <= MAX_LABELS else ():
+                dax.annotate(text, (i, 0), xytext=(0, 3), textcoords="offset points", ha="center", va="bottom",
+                             fontsize=7, color=color)
         unchanged = len(deltas) - len(changed)
         summary = (f"{len(changed)} day(s) changed" + (f", {unchanged} unchanged" if unchanged else "")
                    if changed else "no change" + (f" on {unchanged} day(s)" if unchanged else ""))
+        summary += f"; {len(new)} new" if new else ""
         dax.text(0.005, 0.97, summary, transform=dax.transAxes, fontsize=7.5, va="top", color="#444444")
         if k < len(panels) - 1:
             dax.tick_params(labelbottom=False)
@@ -97,10 +131,7 @@ def before_after_png(days: list[str], panels: dict[str, Series], title: str,
     last.set_xticks(x[::step])
     last.set_xticklabels(days[::step], rotation=60 if n > 6 else 0, ha="right" if n > 6 else "center", fontsize=7.5)
     fig.suptitle(textwrap.fill(title, width=max(40, int(width * 11))), fontsize=10.5)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi)
-    plt.close(fig)
-    return buf.getvalue()
+    return fig
 
 
 def markdown_image(png: bytes, alt: str) -> str:

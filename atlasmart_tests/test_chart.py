@@ -27,3 +27,21 @@ def test_a_long_window_with_first_publications_and_a_long_title_renders() -> Non
     after[20] = None
     png = chart.before_after_png(days, {"rows": (before, after), "cost": (before, after)}, "t " * 120)
     assert png.startswith(b"\x89PNG")
+
+
+def test_a_year_of_changes_fits_one_event_and_a_short_window_keeps_full_resolution() -> None:
+    """The chart of a 365-day re-publish (a change every day) fits the budget of one materialization event; a
+    3-day chart is not shrunk (it fits at the first resolution)."""
+    from atlasmart_assets.assets.correction import MAX_CHART_BYTES
+
+    budget = MAX_CHART_BYTES * 3 // 4 - 100
+    days = [f"d{k:03d}" for k in range(365)]
+    panels: dict[str, chart.Series] = {
+        "rows": ([20_000.0] * 365, [20_000.0 + (k % 7 == 0) * 5 for k in range(365)]),
+        "gmv": ([6e6] * 365, [6e6 + k for k in range(365)]),
+        "cost": ([None] * 365, [3e6] * 365)}
+    png = chart.fitting_png(days, panels, "a year", max_bytes=budget)
+    assert png is not None and len(png) <= budget
+    short = {"rows": ([8.0, 8.0, 8.0], [8.0, 9.0, 8.0])}
+    full = chart.before_after_png(days[:3], short, "three days")
+    assert chart.fitting_png(days[:3], short, "three days", max_bytes=len(full)) == full

@@ -140,3 +140,47 @@ def test_the_ui_sees_a_new_batch_as_a_new_data_version_of_that_day_only(env, ins
     generate.late_delta(env.raw_dir, dt.date.fromisoformat(DAY), "B-2026-09-18-02")
     after = _observed_versions(instance)
     assert [d for d in after if after[d] != before.get(d)] == [DAY]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_merge_sql_equals_the_python_rules_on_random_batch_sets(seed: int) -> None:
+    """merged_lines.sql (which ranks only repeated line_ids and retracts by snapshot only on days with several
+    batches) against evidence.merge on random days: one batch or several, repeats inside a batch, retractions,
+    snapshots that drop lines."""
+    import random
+
+    import duckdb
+
+    from atlasmart_assets import sql
+
+    rng = random.Random(seed)
+    con = duckdb.connect()
+    con.execute("create schema candidate")
+    con.execute("create table candidate.raw_lines (partition_date date, extraction_batch varchar, op varchar, "
+                "line_id varchar, order_id varchar, source_sequence bigint)")
+    con.execute("create table candidate.raw_batches (partition_date date, batch_id varchar, kind varchar, "
+                "source_high_sequence bigint)")
+    expected: dict[str, set[tuple[str, int]]] = {}
+    for d in range(8):
+        day = f"2026-09-{d + 1:02d}"
+        sequences = iter(rng.sample(range(1, 10_000), 400))
+        batches = []
+        for b in range(rng.choice([1, 1, 2, 3, 4])):
+            kind = "snapshot" if b == 0 else rng.choice(["delta", "delta", "snapshot"])
+            lines = [{"line_id": f"L{rng.randrange(40)}", "source_sequence": next(sequences),
+                      "op": "delete" if b and rng.random() < 0.15 else "upsert"} for _ in range(rng.randrange(1, 30))]
+            high = max(line["source_sequence"] for line in lines) + rng.choice([0, 5000])
+            batches.append(evidence.Batch(f"B{b}", kind, high, lines))
+        for batch in sorted(batches, key=lambda x: x.source_high_sequence):
+            con.execute("insert into candidate.raw_batches values (?, ?, ?, ?)",
+                        [day, batch.batch_id, batch.kind, batch.source_high_sequence])
+            con.executemany("insert into candidate.raw_lines values (?, ?, ?, ?, ?, ?)",
+                            [[day, batch.batch_id, line["op"], line["line_id"], "O", line["source_sequence"]]
+                             for line in batch.lines])
+        expected[day] = {(k, v["source_sequence"]) for k, v in evidence.merge(
+            sorted(batches, key=lambda x: x.source_high_sequence)).items()}
+    got: dict[str, set[tuple[str, int]]] = {day: set() for day in expected}
+    for day, line_id, sequence in con.execute(
+            f"select partition_date::varchar, line_id, source_sequence from ({sql.text('merged_lines')})").fetchall():
+        got[day].add((line_id, sequence))
+    assert got == expected

@@ -284,6 +284,7 @@ def summary(r: dict[str, Any]) -> dict[str, Any]:
         keep["steps"] = r["runs"][0]["steps"]
         keep["phases"] = r["runs"][0]["phases"]
         keep["lock"] = r["runs"][0]["lock"]
+        keep["event_log"] = r["runs"][0].get("event_log")
     else:
         keep["walls"] = [x["wall_s"] for x in r.get("runs", [])]
     return keep
@@ -313,6 +314,15 @@ def report(b: Bench) -> list[tuple[str, str, str, str]]:
                      f"{first['peak_rss_mib']:.0f} MiB", f"{ratio(first['total_s'], floor_s)}x floor"))
         rows.append((f"{a.days}-day backfill re-publishing a published year", f"{rep['total_s']:.1f} s",
                      f"{rep['peak_rss_mib']:.0f} MiB", f"{ratio(rep['total_s'], floor_s)}x floor (target <= 3x)"))
+        for label, run in (("first load", first), ("re-publish", rep)):
+            lock = run.get("lock") or {}
+            rows.append((f"{a.days}-day backfill, {label}: longest warehouse-lock hold", f"{lock.get('lock_hold_max_s')} s",
+                         f"total held {lock.get('lock_hold_total_s')} s", "target <= 5 s"))
+            ev = run.get("event_log")
+            if ev:
+                rows.append((f"{a.days}-day backfill, {label}: event log written", f"{ev['bytes'] / MiB:.2f} MiB",
+                             f"{ev['events']} events, largest {ev['largest_bytes'] / 1024:.1f} KiB",
+                             "target <= 5 MiB, none over 64 KiB"))
     sl = r.get("slice")
     if sl:
         n = min(a.slice, a.days)

@@ -64,6 +64,14 @@ def _step_durations(instance: Any, run_id: str) -> dict[str, float]:
     return out
 
 
+def _event_log(instance: Any, run_id: str) -> dict[str, int]:
+    """What the run wrote to the instance's event log: events, bytes (as Dagster serializes them), the largest."""
+    import dagster as dg
+
+    sizes = [len(dg.serialize_value(entry)) for entry in instance.all_logs(run_id)]
+    return {"events": len(sizes), "bytes": sum(sizes), "largest_bytes": max(sizes, default=0)}
+
+
 def _lock_figures(instance: Any, run_id: str) -> dict[str, float]:
     """The run's warehouse lock figures, from its materializations' metadata (each step records its own)."""
     import dagster as dg
@@ -119,6 +127,7 @@ def _chain_runs(args: argparse.Namespace) -> dict[str, Any]:
                 "began": began, "ended": began + wall, "steps": _step_durations(instance, result.run_id),
                 "phases": {k2: round(v, 3) for k2, v in sorted(PHASES.items())},
                 "lock": _lock_figures(instance, result.run_id),
+                "event_log": _event_log(instance, result.run_id),
             })
             k += 1
     walls = [r["wall_s"] for r in runs]
