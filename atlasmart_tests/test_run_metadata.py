@@ -23,6 +23,14 @@ def test_each_partition_carries_its_own_figures_and_no_event_is_large(env, insta
     manifests = {d: json.loads((env.raw_dir / f"partition={d}.json").read_text())["manifest"]["controls"]["lines"]
                  for d in rows}
     assert rows == manifests, "each day's own row count, not the run's total"
+    # The run's own figures are written once per asset, on the newest day's event, not copied into every day's.
+    for key in (["raw", "order_lines"], ["staged", "order_lines"], ["fact", "fct_order_lines"], ["mart", "revenue_daily"]):
+        events = instance.fetch_materializations(dg.AssetKey(key), limit=100).records
+        carrying = sorted(r.partition_key for r in events if "window" in r.asset_materialization.metadata
+                          and r.run_id == result.run_id)
+        assert carrying == [HISTORY[1]], (key, carrying)
+        newest = next(r for r in events if r.partition_key == HISTORY[1]).asset_materialization.metadata
+        assert newest["window"].value == f"{HISTORY[0]}..{HISTORY[1]}" and "lock_hold_max_s" in newest
     sizes = [len(e.to_json()) if hasattr(e, "to_json") else len(str(e)) for e in instance.all_logs(result.run_id)]
     assert max(sizes) < 64 * 1024, max(sizes)
     logs = [e.user_message for e in instance.all_logs(result.run_id) if e.user_message]

@@ -131,14 +131,18 @@ def correction_asset(context: dg.AssetExecutionContext,
     except Exception as exc:  # noqa: BLE001 - the publication is committed; a chart must never fail it
         context.log.warning(f"change chart not drawn: {type(exc).__name__}: {exc}")
         image = None
-    if image:
-        context.add_asset_metadata({"change_chart": dg.MetadataValue.md(image)}, asset_key=list(REVENUE_DAILY),
-                                   partition_key=max(pub.after))
+    # The run's own figures (and the chart) go once, on the newest day's event: Dagster copies a ranged
+    # MaterializeResult's metadata into every partition's event, which grows the event log with days x days.
+    newest = max(pub.after)
     common = {"window": str(scope.window), "publication_id": pub.publication_id, "code_version": CODE_VERSION,
               "backfill_id": scope.run.backfill_id or "", "changed_partitions": len(pub.changed),
               "publish_lock_hold_s": round(pub.lock_hold_s, 3), **outcome.stats.figures()}
+    for key in (STAGED_ORDER_LINES, FCT_ORDER_LINES):
+        context.add_asset_metadata(common, asset_key=list(key), partition_key=newest)
+    chart_entry = {"change_chart": dg.MetadataValue.md(image)} if image else {}
+    context.add_asset_metadata({**common, **chart_entry}, asset_key=list(REVENUE_DAILY), partition_key=newest)
     for key in (STAGED_ORDER_LINES, FCT_ORDER_LINES, REVENUE_DAILY):
-        yield dg.MaterializeResult(asset_key=list(key), metadata={**common, **notice})
+        yield dg.MaterializeResult(asset_key=list(key))
 
 
 def _mart_rows(pub: Publication, day: str) -> int:

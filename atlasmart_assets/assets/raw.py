@@ -73,10 +73,12 @@ def raw_order_lines(context: dg.AssetExecutionContext,
             "source_high_sequence": max(b["source_high_sequence"] for b in batches),
             "as_of": batches[-1].get("extracted_at") or "",
         }, partition_key=day)
-    yield dg.MaterializeResult(metadata={
+    # The run's own figures once, on the newest day's event (not copied into every partition's event).
+    context.add_asset_metadata({
         "window": str(scope.window),
         "partitions_loaded": len(loaded.loaded),
         "batches_read": len(loaded.files),
         "code_version": CODE_VERSION,
         **loaded.stats.figures(),
-    })
+    }, partition_key=max(scope.window.keys))
+    yield dg.MaterializeResult()
