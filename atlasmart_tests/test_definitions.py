@@ -71,3 +71,16 @@ def test_dg_checks_and_lists_the_definitions() -> None:
                             timeout=120)
     assert listed.returncode == 0, listed.stderr
     assert "fact/fct_order_lines" in listed.stdout and "atlasmart_newest_partition_catch_up" in listed.stdout
+
+
+def test_the_backfill_policy_setting_gives_dagsters_default_or_refuses_a_typo() -> None:
+    """ATLASMART_BACKFILL_POLICY=per_partition (the bench's comparison) leaves the partitioned assets on Dagster's
+    default of one run per partition; an unknown value is refused naming the variable."""
+    import pytest
+
+    from atlasmart_assets.assets.common import backfill_policy
+
+    assert backfill_policy("single_run") == dg.BackfillPolicy.single_run()
+    assert backfill_policy("per_partition") is None
+    with pytest.raises(ValueError, match="ATLASMART_BACKFILL_POLICY='per-day'"):
+        backfill_policy("per-day")

@@ -189,6 +189,48 @@ class Bench:
         return {"runs": len(walls), "total_s": round(sum(walls), 3), "median_s": med(walls), "max_s": max(walls),
                 "peak_rss_mib": round(max(rss), 1), "walls": walls}
 
+    # -- 3b. what an operator waits for: a backfill launched through the UI's mutation on a real deployment -------
+    def ui(self) -> None:
+        """launch -> complete of a --slice-day backfill through launchPartitionBackfill (the UI's backfill dialog)
+        on dagster-webserver + dagster-daemon with the repo's dagster.yaml, on fresh data: the project's ranged run,
+        then the same graph with Dagster's default of one run per partition (ATLASMART_BACKFILL_POLICY)."""
+        from atlasmart_tests.deployment import FINISHED, backfill_runs, deployment
+
+        s, e = self.start, self.slice_end
+        keys = [(s + dt.timedelta(days=k)).isoformat() for k in range((e - s).days + 1)]
+        chain = [["raw", "order_lines"], ["staged", "order_lines"], ["fact", "fct_order_lines"],
+                 ["mart", "revenue_daily"]]
+        out: dict[str, Any] = {"window": f"{keys[0]}..{keys[-1]}"}
+        for policy in ("single_run", "per_partition"):
+            data = self.work / f"ui-{policy}"
+            shutil.rmtree(data, ignore_errors=True)
+            data.mkdir(parents=True)
+            env = {k: v for k, v in self.env(data, data).items() if k.startswith("ATLASMART_")}
+            env.update({"ATLASMART_BACKFILL_POLICY": policy, "ATLASMART_CATCH_UP": "off"})
+            with deployment(data / "deployment", env) as dep:
+                dep.quiet()
+                t0 = time.time()
+                backfill_id = dep.launch_backfill(chain, keys, {"atlasmart/reason": "bench: what an operator waits for"},
+                                                  title=f"bench {policy}")
+                with dep.instance() as instance:
+                    def done() -> bool:
+                        record = instance.get_backfill(backfill_id)
+                        runs = backfill_runs(instance, backfill_id)
+                        return (record.status.value not in ("REQUESTED", "CANCELING") and bool(runs)
+                                and all(r.dagster_run.status.value in FINISHED for r in runs))
+                    dep.wait_for(f"backfill {backfill_id} ({policy}) to complete", done, timeout_s=3600, poll_s=0.5)
+                    wall = time.time() - t0
+                    runs = backfill_runs(instance, backfill_id)
+                    statuses = sorted({r.dagster_run.status.value for r in runs})
+                    status = instance.get_backfill(backfill_id).status.value
+                if statuses != ["SUCCESS"] or status != "COMPLETED_SUCCESS":
+                    raise RuntimeError(f"ui bench {policy}: backfill {status}, runs {statuses}; see {data}")
+                durations = [round(r.end_time - r.start_time, 3) for r in runs if r.end_time and r.start_time]
+                out[policy] = {"launch_to_complete_s": round(wall, 1), "runs": len(runs),
+                               "run_median_s": med(durations), "run_sum_s": round(sum(durations), 1)}
+                log(f"ui {policy}: {len(runs)} run(s), launch -> complete {wall:.1f} s")
+        self.results["ui"] = out
+
     # -- 4. the year, and today's load beside it ---------------------------------------------------------------
     def current_runs(self, env: dict[str, str], name: str, runs: int, until: Path | None = None,
                      delay: float = 0.0) -> tuple[subprocess.Popen, Any, Path]:
@@ -337,6 +379,15 @@ def report(b: Bench) -> list[tuple[str, str, str, str]]:
             rows.append((f"{n}-day slice, {cli['runs']} `dagster asset materialize --partition D` processes",
                          f"{cli['total_s']:.1f} s", f"{cli['peak_rss_mib']:.0f} MiB each (max)",
                          f"{ratio(cli['total_s'], rng)}x slower (target >= 20x)"))
+    ui = r.get("ui")
+    if ui:
+        one, many = ui["single_run"], ui["per_partition"]
+        rows.append((f"{ui['window']} backfill launched through the UI's mutation (webserver + daemon), 1 ranged run",
+                     f"{one['launch_to_complete_s']:.1f} s launch -> complete", f"{one['runs']} run", "1x"))
+        rows.append((f"same, Dagster's default: one run per partition (lane limit 1)",
+                     f"{many['launch_to_complete_s']:.1f} s launch -> complete",
+                     f"{many['runs']} runs, median {many['run_median_s']} s each",
+                     f"{ratio(many['launch_to_complete_s'], one['launch_to_complete_s'])}x slower"))
     if year:
         idle, during = year["current_idle"], year["current_during_backfill"]
         rows.append(("current daily run (newest day), idle", f"{idle['median_s']:.2f} s (median of {idle['runs']})",
@@ -382,7 +433,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--current-delay", type=float, default=3.0, help="seconds after the backfill starts (plus imports)")
     p.add_argument("--root", default="/tmp/atlasmart-bench", help="raw evidence and run data (outside the repo)")
     p.add_argument("--skip-cli", action="store_true", help="skip the one-process-per-partition CLI measurement")
-    p.add_argument("--only", nargs="*", choices=("floor", "slice", "year"), default=("floor", "slice", "year"))
+    p.add_argument("--only", nargs="*", choices=("floor", "slice", "ui", "year"),
+                   default=("floor", "slice", "ui", "year"))
     args = p.parse_args(argv)
     b = Bench(args)
     b.work.mkdir(parents=True, exist_ok=True)
@@ -392,7 +444,7 @@ def main(argv: list[str] | None = None) -> None:
     b.results["as_of"] = b.as_of.isoformat()
     started = time.perf_counter()
     b.generate()
-    for part in ("floor", "slice", "year"):
+    for part in ("floor", "slice", "ui", "year"):
         if part in args.only:
             getattr(b, part)()
             (OUT / "results.json").write_text(json.dumps(b.results, indent=1, default=str))
