@@ -79,6 +79,8 @@ def _audits(findings: list[Finding], files: list[RawFile]) -> list[Audit]:
 
 
 PHASES = (("parse", 0.5), ("profile", 0.3), ("append", 0.2))
+# Days appended per warehouse transaction (20,000 lines a day: about 0.6 M rows, well under a second's hold).
+APPEND_CHUNK_DAYS = 31
 
 
 def load(wh: Warehouse, scope: RunScope, threads: int | None = None,
@@ -109,25 +111,34 @@ def load(wh: Warehouse, scope: RunScope, threads: int | None = None,
     # Raw is immutable: a batch whose identical file is already fully loaded needs no second copy.
     to_load = [f for f in files if (f.partition, f.batch_id) not in first_seen
                or first_seen[(f.partition, f.batch_id)]["loaded_rows"] != f.manifest["records"]]
-    if to_load:
-        with wh.writer(stats) as wcon:
-            attach(wcon, wh.scratch_path(run_id), "s")
-            wcon.execute("create or replace temp table loading (partition_date date, extraction_batch varchar)")
-            wcon.executemany("insert into loading values (?, ?)",
-                             [(dt.date.fromisoformat(f.partition), f.batch_id) for f in to_load])
-            with transaction(wcon):
-                wcon.execute("delete from raw.order_lines r using loading l where r.partition_date = l.partition_date "
-                             "and r.extraction_batch = l.extraction_batch")
-                wcon.execute(
-                    "insert into raw.order_lines (partition_date, line_id, order_id, customer_id, sku, quantity, "
-                    "unit_price, unit_cost, event_time, source_sequence, extraction_batch, op) "
-                    "select c.partition_date, line_id, order_id, customer_id, sku, quantity, unit_price, unit_cost, "
-                    "event_time, source_sequence, c.extraction_batch, op from s.candidate.raw_lines c "
-                    "semi join loading l on c.partition_date = l.partition_date "
-                    "and c.extraction_batch = l.extraction_batch")
-                ledger.record_batches(wcon, [_batch_row(f, run_id) for f in to_load])
+    # Each chunk of days is its own short transaction (rows and batch records together), so a year's first load
+    # never holds the warehouse for long; a crash between chunks leaves whole batches, and the next run loads the rest.
+    days = sorted({f.partition for f in to_load})
+    for start in range(0, len(days), APPEND_CHUNK_DAYS):
+        chunk = set(days[start:start + APPEND_CHUNK_DAYS])
+        _append(wh, run_id, [f for f in to_load if f.partition in chunk], stats)
     progress.done("append", f"{len(to_load)} new batch(es) appended")
     return RawLoad(audits, files, figures, sorted({f.partition for f in to_load}), stats)
+
+
+def _append(wh: Warehouse, run_id: str, to_load: list[RawFile], stats: LockStats) -> None:
+    """Append these batches' lines from the run's scratch, and record them as loaded, in one transaction."""
+    with wh.writer(stats) as wcon:
+        attach(wcon, wh.scratch_path(run_id), "s")
+        wcon.execute("create or replace temp table loading (partition_date date, extraction_batch varchar)")
+        wcon.executemany("insert into loading values (?, ?)",
+                         [(dt.date.fromisoformat(f.partition), f.batch_id) for f in to_load])
+        with transaction(wcon):
+            wcon.execute("delete from raw.order_lines r using loading l where r.partition_date = l.partition_date "
+                         "and r.extraction_batch = l.extraction_batch")
+            wcon.execute(
+                "insert into raw.order_lines (partition_date, line_id, order_id, customer_id, sku, quantity, "
+                "unit_price, unit_cost, event_time, source_sequence, extraction_batch, op) "
+                "select c.partition_date, line_id, order_id, customer_id, sku, quantity, unit_price, unit_cost, "
+                "event_time, source_sequence, c.extraction_batch, op from s.candidate.raw_lines c "
+                "semi join loading l on c.partition_date = l.partition_date "
+                "and c.extraction_batch = l.extraction_batch")
+            ledger.record_batches(wcon, [_batch_row(f, run_id) for f in to_load])
 
 
 def _batch_row(f: RawFile, run_id: str) -> dict[str, Any]:

@@ -165,22 +165,34 @@ class Deployment:
                 raise DeploymentError(f"a deployment process exited early\n{self.log_tail()}")
             try:
                 last = self.graphql(LOCATION_STATUS)
-                entries = last["workspaceOrError"]["locationEntries"]
-                if entries and all(e["loadStatus"] == "LOADED" for e in entries):
-                    errors = [e for e in entries if e["locationOrLoadError"]["__typename"] == "PythonError"]
-                    if errors:
-                        raise DeploymentError(f"code location failed to load: {errors}")
-                    return
-            except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
+            except (urllib.error.URLError, ConnectionError, TimeoutError, DeploymentError) as exc:
                 last = exc
+                time.sleep(0.5)
+                continue
+            entries = last["workspaceOrError"]["locationEntries"]
+            if entries and all(e["loadStatus"] == "LOADED" for e in entries):
+                errors = [e for e in entries if e["locationOrLoadError"]["__typename"] == "PythonError"]
+                if errors:
+                    raise DeploymentError(f"code location failed to load: {errors}")
+                return
             time.sleep(0.5)
         raise DeploymentError(f"webserver not ready after {timeout_s}s: {last}\n{self.log_tail()}")
 
-    def graphql(self, query: str, variables: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def graphql(self, query: str, variables: Mapping[str, Any] | None = None, retries: int = 0) -> dict[str, Any]:
+        """One GraphQL request. `retries`: how often an HTTP 5xx is retried (only for idempotent requests: a
+        launch that answered 500 may still have launched)."""
         body = json.dumps({"query": query, "variables": dict(variables or {})}).encode()
         req = urllib.request.Request(f"{self.url}/graphql", data=body, headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            payload = json.loads(resp.read())
+        for attempt in range(retries + 1):
+            try:
+                with urllib.request.urlopen(req, timeout=30) as resp:
+                    payload = json.loads(resp.read())
+                break
+            except urllib.error.HTTPError as exc:
+                detail = exc.read().decode(errors="replace")[:2000]
+                if exc.code < 500 or attempt == retries:
+                    raise DeploymentError(f"GraphQL HTTP {exc.code}: {detail}\n{self.log_tail()}") from exc
+                time.sleep(1 + attempt)
         if payload.get("errors"):
             raise DeploymentError(f"GraphQL errors: {payload['errors']}")
         return payload["data"]
@@ -208,27 +220,27 @@ class Deployment:
     def stop_schedule(self, name: str) -> None:
         """Stop a schedule (as the UI's toggle does), so that no tick adds a run in the middle of a scenario."""
         selector = {"repositoryLocationName": LOCATION, "repositoryName": REPOSITORY, "scheduleName": name}
-        found = self.graphql(SCHEDULE_ID, {"s": selector})["scheduleOrError"]
+        found = self.graphql(SCHEDULE_ID, {"s": selector}, retries=3)["scheduleOrError"]
         if found["__typename"] != "Schedule":
             raise DeploymentError(f"schedule {name} not found: {found}")
-        result = self.graphql(STOP_SCHEDULE, {"id": found["id"]})["stopRunningSchedule"]
+        result = self.graphql(STOP_SCHEDULE, {"id": found["id"]}, retries=3)["stopRunningSchedule"]
         if result["__typename"] != "ScheduleStateResult" or result["scheduleState"]["status"] != "STOPPED":
             raise DeploymentError(f"stopRunningSchedule refused: {result}")
 
     def stop_sensor(self, name: str) -> None:
         """Stop a sensor (as the UI's toggle does)."""
         selector = {"repositoryLocationName": LOCATION, "repositoryName": REPOSITORY, "sensorName": name}
-        found = self.graphql(SENSOR_ID, {"s": selector})["sensorOrError"]
+        found = self.graphql(SENSOR_ID, {"s": selector}, retries=3)["sensorOrError"]
         if found["__typename"] != "Sensor":
             raise DeploymentError(f"sensor {name} not found: {found}")
-        result = self.graphql(STOP_SENSOR, {"id": found["id"]})["stopSensor"]
+        result = self.graphql(STOP_SENSOR, {"id": found["id"]}, retries=3)["stopSensor"]
         if result["__typename"] != "StopSensorMutationResult" or result["instigationState"]["status"] != "STOPPED":
             raise DeploymentError(f"stopSensor refused: {result}")
 
     def start_sensor(self, name: str) -> None:
         """Start a stopped sensor again (as the UI's toggle does); its cursor is kept."""
         selector = {"repositoryLocationName": LOCATION, "repositoryName": REPOSITORY, "sensorName": name}
-        result = self.graphql(START_SENSOR, {"s": selector})["startSensor"]
+        result = self.graphql(START_SENSOR, {"s": selector}, retries=3)["startSensor"]
         if result["__typename"] != "Sensor" or result["sensorState"]["status"] != "RUNNING":
             raise DeploymentError(f"startSensor refused: {result}")
 

@@ -68,3 +68,30 @@ def test_a_ranged_run_reaching_the_newest_day_is_fenced_without_a_backfill_tag(e
     assert not (env.published_dir / "partition=2026-09-21.json").exists()
     assert run_chain(instance, "2026-09-21").success, "the newest day alone is the current lane's to publish"
     assert run_chain(instance, "2026-09-20", "2026-09-21", {"atlasmart/fence_override": "deliberate"}).success
+
+
+def test_raw_is_appended_in_chunks_of_days_each_its_own_transaction(env, instance, tmp_path, monkeypatch) -> None:
+    """A long first load appends raw a chunk of days per warehouse transaction (short holds): with chunks of two
+    days, five days take three appends, and the warehouse holds what one transaction would have written."""
+    import dagster as dg
+
+    from atlasmart_assets import raw_load
+
+    monkeypatch.setattr(raw_load, "APPEND_CHUNK_DAYS", 2)
+    first = run_chain(instance, "2026-09-15", "2026-09-19")
+    assert first.success
+    chunked = state.table_rows(env, "raw.order_lines")
+    batches = state.table_rows(env, "(select partition_date, batch_id, records from raw.batches)")
+    def writers(run_id: str) -> int:
+        [event] = [r for r in instance.fetch_materializations(dg.AssetKey(["raw", "order_lines"]), limit=10).records
+                   if r.run_id == run_id and "lock_acquisitions" in r.asset_materialization.metadata]
+        return int(event.asset_materialization.metadata["lock_acquisitions"].value)
+
+    monkeypatch.setattr(raw_load, "APPEND_CHUNK_DAYS", 31)
+    monkeypatch.setenv("ATLASMART_DATA_DIR", str(tmp_path / "one"))
+    one = settings.load()
+    result = run_chain(instance, "2026-09-15", "2026-09-19")
+    assert result.success
+    assert writers(first.run_id) - writers(result.run_id) == 2, "three appends instead of one"
+    assert state.table_rows(one, "raw.order_lines") == chunked
+    assert state.table_rows(one, "(select partition_date, batch_id, records from raw.batches)") == batches

@@ -161,16 +161,50 @@ def versions_table(con: duckdb.DuckDBPyConnection, name: str, versions: dict[str
                     [(dt.date.fromisoformat(p), v) for p, v in versions.items()])
 
 
-def retire(con: duckdb.DuckDBPyConnection, before: dict[str, Current], window: Window) -> None:
-    """Keep the superseded rows of each partition under their publication id, so the change can be undone."""
-    if not before:
-        return
-    versions_table(con, "superseded", {c.partition: c.publication_id for c in before.values()})
+def _copy_to_history(con: duckdb.DuckDBPyConnection, versions: dict[str, str], window: Window) -> None:
+    versions_table(con, "superseded", versions)
     for layer in LAYERS:
         cols = ", ".join(f"t.{c}" for c in layer.columns)
         con.execute(f"insert into {layer.history} select s.publication_id, {cols} from {layer.table} t "
                     "join superseded s using (partition_date) where t.partition_date between $start and $end",
                     window.params)
+
+
+def _precopied(con: duckdb.DuckDBPyConnection, versions: dict[str, str]) -> set[str]:
+    """The partitions whose given version history already holds (copied ahead of a publish)."""
+    versions_table(con, "asked", versions)
+    rows = con.execute("select partition_date from audit.history_precopies join asked "
+                       "using (partition_date, publication_id)").fetchall()
+    return {r[0].isoformat() for r in rows}
+
+
+def precopy(con: duckdb.DuckDBPyConnection, window: Window, run_id: str) -> None:
+    """Copy the current version of each partition of the window into history ahead of the publish that will
+    supersede it, and record it in audit.history_precopies (one transaction: the caller's, so the tables and the
+    ledger read agree). A version already copied is not copied again."""
+    versions = {c.partition: c.publication_id for c in current(con, window).values()}
+    done = _precopied(con, versions)
+    todo = {p: v for p, v in versions.items() if p not in done}
+    if not todo:
+        return
+    _copy_to_history(con, todo, window)
+    con.executemany("insert into audit.history_precopies (partition_date, publication_id, run_id) values (?, ?, ?)",
+                    [(dt.date.fromisoformat(p), v, run_id) for p, v in todo.items()])
+
+
+def retire(con: duckdb.DuckDBPyConnection, before: dict[str, Current], window: Window) -> None:
+    """Keep the superseded rows of each partition under their publication id, so the change can be undone: those
+    not copied ahead (precopy) are copied now; the precopy records of the rest are settled."""
+    if not before:
+        return
+    versions = {c.partition: c.publication_id for c in before.values()}
+    done = _precopied(con, versions)
+    todo = {p: v for p, v in versions.items() if p not in done}
+    if todo:
+        _copy_to_history(con, todo, window)
+    if done:
+        con.execute("delete from audit.history_precopies h using asked a where h.partition_date = a.partition_date "
+                    "and h.publication_id = a.publication_id")
 
 
 def prune_history(con: duckdb.DuckDBPyConnection, retain: int, window: Window) -> set[str]:
@@ -198,6 +232,7 @@ def erase_earlier_versions(con: duckdb.DuckDBPyConnection, pub_id: str, days: di
         params = {"d": dt.date.fromisoformat(day), "pub": pub_id}
         for layer in LAYERS:
             con.execute(f"delete from {layer.history} where partition_date = $d", {"d": params["d"]})
+        con.execute("delete from audit.history_precopies where partition_date = $d", {"d": params["d"]})
         con.execute("update audit.publications set extract_json = $erased where partition_date = $d "
                     "and publication_id <> $pub", {**params, "erased": json.dumps({"erased": True,
                                                                                     "by_requests": requests})})
