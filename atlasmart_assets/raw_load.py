@@ -17,7 +17,7 @@ from atlasmart_assets.raw_files import Finding, RawFile
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunScope
 from atlasmart_assets.warehouse import ledger
-from atlasmart_assets.warehouse.connection import LockStats, attach, transaction
+from atlasmart_assets.warehouse.connection import LockStats, attach, hand_over, transaction
 
 FILE_READABLE = "raw_order_lines_file_readable"
 REQUIRED_FIELDS = "raw_order_lines_required_fields_present"
@@ -115,6 +115,8 @@ def load(wh: Warehouse, scope: RunScope, threads: int | None = None,
     # never holds the warehouse for long; a crash between chunks leaves whole batches, and the next run loads the rest.
     days = sorted({f.partition for f in to_load})
     for start in range(0, len(days), APPEND_CHUNK_DAYS):
+        if start:
+            hand_over()
         chunk = set(days[start:start + APPEND_CHUNK_DAYS])
         _append(wh, run_id, [f for f in to_load if f.partition in chunk], stats)
     progress.done("append", f"{len(to_load)} new batch(es) appended")

@@ -36,6 +36,13 @@ def is_lock_conflict(exc: BaseException) -> bool:
     return isinstance(exc, duckdb.IOException) and "Could not set lock on file" in str(exc)
 
 
+# A process waiting on the lock tries again at least this often.
+POLL_MAX_S = 0.25
+# A writer taking the lock again right after releasing it (raw chunks, history copy then commit) pauses this long
+# first, so a run waiting on the lock gets its turn in between instead of waiting through both holds.
+HANDOVER_S = 0.3
+
+
 def waiting_on_lock(action: Callable[[], T], timeout_s: float) -> T:
     """`action()`, retried with backoff while another process holds the file, up to `timeout_s`."""
     started = time.monotonic()
@@ -47,7 +54,12 @@ def waiting_on_lock(action: Callable[[], T], timeout_s: float) -> T:
             if not is_lock_conflict(exc) or time.monotonic() - started > timeout_s:
                 raise
             time.sleep(delay)
-            delay = min(delay * 1.5, 1.0)
+            delay = min(delay * 1.5, POLL_MAX_S)
+
+
+def hand_over() -> None:
+    """Between two holds of the same writer: let a waiting process take the lock first."""
+    time.sleep(HANDOVER_S)
 
 
 @contextlib.contextmanager

@@ -14,7 +14,7 @@ from atlasmart_assets.failpoints import failpoint
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunInfo
 from atlasmart_assets.warehouse import ledger
-from atlasmart_assets.warehouse.connection import LockStats, attach, transaction
+from atlasmart_assets.warehouse.connection import LockStats, attach, hand_over, transaction
 from atlasmart_assets.warehouse.ledger import Current, DayCandidate, Publication
 from atlasmart_assets.window import Window
 
@@ -51,6 +51,7 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
         with wh.writer(stats) as con, transaction(con):
             ledger.precopy(con, window, run.run_id)
         failpoint("precopied_history")
+        hand_over()
     with wh.writer(stats) as con:
         acquired = time.monotonic()
         recover_extracts(wh, con)
