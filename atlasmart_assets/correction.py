@@ -146,7 +146,8 @@ def _cross_day_duplicates(wh: Warehouse, scope: RunScope, con: duckdb.DuckDBPyCo
     """Per candidate day, line ids that also appear on another day (in the window, or published outside it)."""
     started = time.monotonic()
     if wh.settings.warehouse_path.exists():
-        attach_waiting(con, wh.settings.warehouse_path, "w", wh.settings.lock_timeout_s)
+        attach_waiting(con, wh.settings.warehouse_path, "w", wh.settings.lock_timeout_s, stats)
+        started = time.monotonic()  # the hold starts once attached (the wait is recorded apart)
         published = ("select partition_date, line_id from w.fact.fct_order_lines "
                      "where partition_date not between $start and $end")
     else:
