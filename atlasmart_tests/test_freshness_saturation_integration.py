@@ -81,8 +81,8 @@ def dep(slack: SlackServer, data_dir: Path, tmp_path_factory: pytest.TempPathFac
            "ATLASMART_SLO_DURATION_S": "0.001", "ATLASMART_SLACK_TOKEN": "xoxb-deployment-test",
            # The newest day must stay unpublished until the test publishes it (the late-partition scenario).
            "ATLASMART_CATCH_UP": "off",
-           # Sensors tick every 10 s instead of 30 s: "no second message in the next two ticks" costs 20 s, not 60.
-           "ATLASMART_SENSOR_INTERVAL_S": "10",
+           # Sensors tick every 5 s instead of 30 s: "no second message in the next two ticks" costs 10 s, not 60.
+           "ATLASMART_SENSOR_INTERVAL_S": "5",
            "ATLASMART_SLACK_BASE_URL": slack.origin, "ATLASMART_UI_BASE_URL": "http://ui.test"}
     with deployment(tmp_path_factory.mktemp("deployment"), env, DAGSTER_YAML) as d:
         yield d
