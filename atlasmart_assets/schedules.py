@@ -68,7 +68,8 @@ def catch_up(context: dg.SensorEvaluationContext, warehouse: Warehouse) -> dg.Ru
                          tags={**CURRENT_LANE_TAGS, TRIGGER_TAG: "catch_up"})
 
 
-@dg.sensor(name=CATCH_UP, job=daily_job, minimum_interval_seconds=settings.load().sensor_interval_s, default_status=dg.DefaultSensorStatus.RUNNING,
+@dg.sensor(name=CATCH_UP, job=daily_job, minimum_interval_seconds=settings.load().sensor_interval_s,
+           default_status=dg.DefaultSensorStatus.RUNNING,
            required_resource_keys={WAREHOUSE_KEY},
            description="Materializes the newest closed day in the current lane (atlasmart/lane=current, priority 10) "
                        "as soon as it is missing and its raw evidence has landed; each tick says why it waits.")
