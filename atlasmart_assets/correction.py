@@ -144,10 +144,10 @@ def audit(scope: RunScope, con: duckdb.DuckDBPyConnection, current: dict[str, Cu
 def _cross_day_duplicates(wh: Warehouse, scope: RunScope, con: duckdb.DuckDBPyConnection,
                           stats: LockStats) -> dict[str, list[str]]:
     """Per candidate day, line ids that also appear on another day (in the window, or published outside it)."""
-    started = time.monotonic()
-    if wh.settings.warehouse_path.exists():
+    attached = wh.settings.warehouse_path.exists()
+    if attached:
         attach_waiting(con, wh.settings.warehouse_path, "w", wh.settings.lock_timeout_s, stats)
-        started = time.monotonic()  # the hold starts once attached (the wait is recorded apart)
+        held_from = time.monotonic()  # the wait is recorded apart, by attach_waiting
         published = ("select partition_date, line_id from w.fact.fct_order_lines "
                      "where partition_date not between $start and $end")
     else:
@@ -155,9 +155,9 @@ def _cross_day_duplicates(wh: Warehouse, scope: RunScope, con: duckdb.DuckDBPyCo
     try:
         rows = con.execute(sql.text("cross_day_duplicates").format(published=published), scope.window.params).fetchall()
     finally:
-        if wh.settings.warehouse_path.exists():
+        if attached:
             con.execute("detach w")
-            stats.holds.append(time.monotonic() - started)
+            stats.holds.append(time.monotonic() - held_from)
     return {d.isoformat(): list(ids) for d, ids in rows}
 
 

@@ -203,8 +203,8 @@ def retire(con: duckdb.DuckDBPyConnection, before: dict[str, Current], window: W
     if todo:
         _copy_to_history(con, todo, window)
     if done:
-        con.execute("delete from audit.history_precopies h using asked a where h.partition_date = a.partition_date "
-                    "and h.publication_id = a.publication_id")
+        con.executemany("delete from audit.history_precopies where partition_date = ? and publication_id = ?",
+                        [(dt.date.fromisoformat(p), versions[p]) for p in sorted(done)])
 
 
 def prune_history(con: duckdb.DuckDBPyConnection, retain: int, window: Window) -> set[str]:
