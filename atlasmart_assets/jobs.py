@@ -10,7 +10,7 @@ from pydantic import Field
 
 from atlasmart_assets import chart, notices, plan
 from atlasmart_assets import rollback as rollback_mod
-from atlasmart_assets.assets.common import controls_table
+from atlasmart_assets.assets.common import controls_md
 from atlasmart_assets.assets.graph import asset_graph
 from atlasmart_assets.checks.freshness import revenue_daily_newest_partition_fresh
 from atlasmart_assets.contract import FCT_ORDER_LINES, RAW_CUSTOMERS, REVENUE_DAILY, STAGED_ORDER_LINES
@@ -78,8 +78,8 @@ def _restored_metadata(pub: Publication, day: str, restored_from: str | None, as
         "kind": "rollback",
         "restored_from": restored_from or "",
         "sha256": after.sha256,
-        "sha256_before": before.sha256 if before else "",
-        "controls": controls_table(before.controls if before else None, after.controls),
+        "controls": controls_md(before.controls if before else None, after.controls,
+                                before.sha256 if before and before.sha256 != after.sha256 else None),
     }
     if notice is not None:
         meta["change_notice"] = dg.MetadataValue.path(str(notice))

@@ -6,6 +6,7 @@ import json
 import dagster as dg
 
 from atlasmart_assets import capacity
+from atlasmart_assets.assets.common import controls_md
 from atlasmart_assets.contract import CURRENT_LANE_TAGS
 from atlasmart_assets.lab import run_chain
 from atlasmart_assets.progress import Progress
@@ -52,3 +53,43 @@ def test_a_backfill_yields_cores_while_the_current_lane_is_busy(instance) -> Non
     assert run.status == dg.DagsterRunStatus.NOT_STARTED
     assert capacity.current_lane_active(instance), "a current-lane run not yet finished"
     assert capacity.backfill_threads(instance, 1) == 1
+
+
+YEAR_EVENT_LOG_BUDGET = 5_000_000  # bytes a 365-day backfill may write to the event log (issue 15)
+
+
+def _partition_bytes(instance: dg.DagsterInstance, run_id: str) -> tuple[dict[str, int], int]:
+    """Bytes each partition's events take in the event log (as Dagster serializes them), and the rest."""
+    per_day: dict[str, int] = {}
+    rest = 0
+    for entry in instance.all_logs(run_id):
+        size = len(dg.serialize_value(entry))
+        day = entry.dagster_event.partition if entry.dagster_event else None
+        if day:
+            per_day[day] = per_day.get(day, 0) + size
+        else:
+            rest += size
+    return per_day, rest
+
+
+def test_a_years_backfill_fits_the_event_log_budget(env, instance) -> None:
+    """Every day costs the same few events; the run-wide figures and the chart are paid once. Projected from a
+    re-publish of 19 days (the larger case: each day carries before and after) to 365 days: ≤ 5 MB."""
+    assert run_chain(instance, *HISTORY, {"dagster/backfill": "bf-first"}).success
+    result = run_chain(instance, *HISTORY, {"dagster/backfill": "bf-again"})
+    assert result.success
+    per_day, rest = _partition_bytes(instance, result.run_id)
+    newest = per_day.pop(HISTORY[1])
+    day_cost = max(per_day.values())
+    projected = rest + newest + 364 * day_cost
+    print(f"\nper day {day_cost} B, newest day {newest} B, run {rest} B -> 365 days {projected:,} B")
+    assert projected <= YEAR_EVENT_LOG_BUDGET, (day_cost, newest, rest, projected)
+
+
+def test_a_days_controls_read_as_a_small_markdown_table() -> None:
+    changed = controls_md([10, 4, 12, 690, 400.5, 289.5], [10, 4, 12, 700, 400.5, 299.5], "ab" * 32).value
+    assert "| gmv | 690 | 700 | +10 |" in changed and "| lines | 10 | 10 | ±0 |" in changed
+    assert "| gross_profit | 289.5 | 299.5 | +10 |" in changed and f"sha256 before: `{'ab' * 32}`" in changed
+    first = controls_md(None, [10, 4, 12, 690, 400.5, 289.5]).value
+    assert "| cost | — | 400.5 | new |" in first and "sha256 before" not in first
+    assert len(changed) < 400, "a day's controls stay small: a year's backfill writes 365 of them"

@@ -53,9 +53,6 @@ class Operator:
     def __post_init__(self) -> None:
         self.shots.mkdir(parents=True, exist_ok=True)
         self.page.set_default_timeout(UI_TIMEOUT_MS)
-        # A fresh instance greets the first visitor with a newsletter modal that would swallow clicks.
-        self.page.add_locator_handler(self.page.get_by_text("Join the Dagster community"),
-                                      lambda: self.page.get_by_role("button", name="Skip", exact=True).click())
 
     def shot(self, name: str) -> Path:
         path = self.shots / f"{len(self.taken) + 1:02d}-{name}.png"
@@ -75,16 +72,8 @@ class Operator:
         page = self.page
         siblings = page.get_by_role("dialog").filter(has_text="Additional assets will be materialized")
         dialog = page.get_by_role("dialog").filter(has_text="Launch runs to materialize")
-        # The "Join the Dagster community" prompt can appear as the button is clicked: its handler skips it, but
-        # the click it intercepted is lost. Opening the dialog launches nothing, so click again until it opens.
-        for attempt in range(3):
-            page.get_by_role("button", name="Materialize…").click()
-            try:
-                expect(siblings.or_(dialog)).to_be_visible(timeout=20_000)
-                break
-            except AssertionError:
-                if attempt == 2:
-                    raise
+        page.get_by_role("button", name="Materialize…").click()
+        expect(siblings.or_(dialog)).to_be_visible()
         if siblings.is_visible():
             self.shot(f"{name}-additional-assets")
             siblings.get_by_role("button", name="Confirm").click()

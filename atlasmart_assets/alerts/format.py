@@ -220,13 +220,17 @@ def num(x: float | int | None) -> str:
     return str(int(value)) if value.is_integer() else f"{value:.4f}".rstrip("0").rstrip(".")
 
 
+def signed(d: float | int) -> str:
+    """'+10', '-2.5', '±0'."""
+    d = round(float(d), 4)
+    return ("+" if d > 0 else ("±" if d == 0 else "-")) + num(abs(d))
+
+
 def delta(before: float | int | None, after: float | int) -> str:
     """'690 → 700 (+10)'; a first value is 'new 700'."""
     if before is None:
         return f"new {num(after)}"
-    d = round(float(after) - float(before), 4)
-    sign = "+" if d > 0 else ("±" if d == 0 else "-")
-    return f"{num(before)} → {num(after)} ({sign}{num(abs(d))})"
+    return f"{num(before)} → {num(after)} ({signed(float(after) - float(before))})"
 
 
 def control_deltas(before: Sequence[float] | None, after: Sequence[float],

@@ -7,7 +7,7 @@ from typing import Sequence
 
 import dagster as dg
 
-from atlasmart_assets.alerts.format import figure_lines
+from atlasmart_assets.alerts.format import figure_lines, num, signed
 from atlasmart_assets.audits import Audit
 from atlasmart_assets.contract import CODE_VERSION, CONTROL_NAMES
 
@@ -28,7 +28,7 @@ BACKFILL_POLICY = backfill_policy(os.environ.get(POLICY_ENV, "single_run"))
 SCRATCH_MAX_AGE_S = 24 * 3600
 KINDS = {"duckdb"}
 
-__all__ = ["BACKFILL_POLICY", "CODE_VERSION", "KINDS", "SCRATCH_MAX_AGE_S", "check_result", "controls_table", "refuse"]
+__all__ = ["BACKFILL_POLICY", "CODE_VERSION", "KINDS", "SCRATCH_MAX_AGE_S", "check_result", "controls_md", "refuse"]
 
 
 def check_result(audit: Audit) -> dg.AssetCheckResult:
@@ -59,18 +59,17 @@ def refuse(window: str, audits: list[Audit]) -> None:
         )
 
 
-CONTROLS_SCHEMA = dg.TableSchema(columns=[
-    dg.TableColumn("control", "string"), dg.TableColumn("before", "float", "as published before (blank: none)"),
-    dg.TableColumn("after", "float"), dg.TableColumn("delta", "float", "after - before (blank: no before)"),
-])
-
-
-def controls_table(before: Sequence[float] | None, after: Sequence[float]) -> dg.TableMetadataValue:
-    """A day's six controls as a table a person reads in the UI: control, before, after, delta."""
-    rows = []
+def controls_md(before: Sequence[float] | None, after: Sequence[float],
+                sha256_before: str | None = None) -> dg.MarkdownMetadataValue:
+    """A day's six controls as the UI shows markdown: control, before, after, change; and, when the extract
+    changed, the sha256 it had. Markdown, not Dagster's table value: the table carries its schema in every
+    partition's event (1.6 KB a day, a year's backfill writes 365 of them)."""
+    lines = ["| control | before | after | change |", "|---|---:|---:|---:|"]
     for i, name in enumerate(CONTROL_NAMES):
         b = float(before[i]) if before is not None and i < len(before) else None
         a = float(after[i])
-        rows.append(dg.TableRecord({"control": name, "before": b, "after": a,
-                                    "delta": None if b is None else round(a - b, 4)}))
-    return dg.MetadataValue.table(rows, schema=CONTROLS_SCHEMA)
+        change = "new" if b is None else signed(a - b)
+        lines.append(f"| {name} | {num(b)} | {num(a)} | {change} |")
+    if sha256_before:
+        lines.append(f"\nsha256 before: `{sha256_before}`")
+    return dg.MetadataValue.md("\n".join(lines))

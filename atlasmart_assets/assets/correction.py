@@ -14,7 +14,7 @@ from atlasmart_assets.assets.common import (
     KINDS,
     SCRATCH_MAX_AGE_S,
     check_result,
-    controls_table,
+    controls_md,
     refuse,
 )
 from atlasmart_assets.assets.raw import customers, raw_order_lines
@@ -25,7 +25,6 @@ from atlasmart_assets.notices import notice_path
 from atlasmart_assets.partitions import daily_partitions
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import scope_of_context
-from atlasmart_assets.settings import Settings
 from atlasmart_assets.warehouse.ledger import Publication
 
 
@@ -52,20 +51,18 @@ def _chart(pub: Publication) -> str | None:
     return chart.markdown_image(png, alt) if png else None
 
 
-def _day_metadata(pub: Publication, day: str, cfg: Settings) -> dict[str, Any]:
-    """What one partition's materialization carries: its own figures only, as a person reads them in the UI."""
+def _day_metadata(pub: Publication, day: str) -> dict[str, Any]:
+    """What one partition's materialization carries: its own figures only, as a person reads them in the UI. What
+    the mart's event of the same day carries (publication, extract) is not repeated: a year's backfill writes 365."""
     after, before = pub.after[day], pub.before.get(day)
+    changed = day in pub.changed
     return {
         "dagster/row_count": after.rows,
-        "rows_before": dg.MetadataValue.int(before.rows) if before else "first publication",
-        "controls": controls_table(before.controls if before else None, after.controls),
+        "controls": controls_md(before.controls if before else None, after.controls,
+                                before.sha256 if before and changed else None),
         "sha256": after.sha256,
-        "sha256_before": before.sha256 if before else "",
-        "changed": day in pub.changed,
-        "publication_id": pub.publication_id,
+        "changed": changed,
         "input_sha256": after.input_sha256 or "",
-        "source_high_sequence": dg.MetadataValue.int(after.source_high_sequence or 0),
-        "extract": dg.MetadataValue.path(str(cfg.published_dir / file_name(day))),
     }
 
 
@@ -121,7 +118,7 @@ def correction_asset(context: dg.AssetExecutionContext,
         context.add_asset_metadata({"dagster/row_count": staged["rows"],
                                     "unresolved_customers": staged["unresolved_customers"]},
                                    asset_key=list(STAGED_ORDER_LINES), partition_key=day)
-        context.add_asset_metadata(_day_metadata(pub, day, cfg), asset_key=list(FCT_ORDER_LINES), partition_key=day)
+        context.add_asset_metadata(_day_metadata(pub, day), asset_key=list(FCT_ORDER_LINES), partition_key=day)
         context.add_asset_metadata({"dagster/row_count": _mart_rows(pub, day), "sha256": pub.after[day].sha256,
                                     "publication_id": pub.publication_id,
                                     "extract": dg.MetadataValue.path(str(cfg.published_dir / file_name(day))),
