@@ -363,9 +363,9 @@ def report(b: Bench) -> list[tuple[str, str, str, str]]:
                          f"total held {lock.get('lock_hold_total_s')} s", "target <= 5 s"))
             ev = run.get("event_log")
             if ev:
-                rows.append((f"{a.days}-day backfill, {label}: event log written", f"{ev['bytes'] / MiB:.2f} MiB",
+                rows.append((f"{a.days}-day backfill, {label}: event log written", f"{ev['bytes']:,} bytes ({ev['bytes'] / MiB:.2f} MiB)",
                              f"{ev['events']} events, largest {ev['largest_bytes'] / 1024:.1f} KiB",
-                             "target <= 5 MiB, none over 64 KiB"))
+                             "target <= 5 MB (5,000,000 bytes), none over 64 KiB"))
     sl = r.get("slice")
     if sl:
         n = min(a.slice, a.days)

@@ -6,6 +6,7 @@ from typing import Iterator
 import dagster as dg
 
 from atlasmart_assets import capacity, failpoints, raw_files, raw_load
+from atlasmart_assets.alerts.format import md
 from atlasmart_assets.assets.common import BACKFILL_POLICY, CODE_VERSION, KINDS, check_result, refuse
 from atlasmart_assets.contract import CONTROL_NAMES, OWNERS, RAW_CUSTOMERS, RAW_ORDER_LINES
 from atlasmart_assets.partitions import daily_partitions
@@ -67,11 +68,12 @@ def raw_order_lines(context: dg.AssetExecutionContext,
         context.add_asset_metadata({
             "dagster/row_count": int(fig["records"]),
             "controls": dg.MetadataValue.json(dict(zip(CONTROL_NAMES, fig["controls"]))),
+            # One line per batch (its high sequence, extraction time and sha256), not an entry each: a year's
+            # backfill writes 365 of these events.
             "batches": dg.MetadataValue.md("\n".join(
-                f"- `{b['batch']}` ({b['kind']}, high sequence {b['source_high_sequence']}, sha256 "
-                f"`{b['sha256'][:12]}`)" for b in batches)),
-            "source_high_sequence": max(b["source_high_sequence"] for b in batches),
-            "as_of": batches[-1].get("extracted_at") or "",
+                f"- `{b['batch']}` ({b['kind']}, high sequence {b['source_high_sequence']}"
+                + (f", extracted {md(b['extracted_at'])}" if b.get("extracted_at") else "")
+                + f", sha256 `{b['sha256'][:12]}`)" for b in batches)),
         }, partition_key=day)
     # The run's own figures once, on the newest day's event (not copied into every partition's event).
     context.add_asset_metadata({
