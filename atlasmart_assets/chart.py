@@ -8,11 +8,13 @@ A day that has no value before is marked "new". The title wraps instead of being
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import io
 import math
 import textwrap
 
 import matplotlib
+from PIL import Image
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -22,6 +24,9 @@ Series = tuple[list[float | None], list[float | None]]
 BEFORE, AFTER, UP, DOWN, NEW = "#8a94a0", "#2f6fde", "#2e8b57", "#c0392b", "#7d3c98"
 MAX_LABELS = 12          # delta labels drawn; beyond that only the largest changes are labelled
 MAX_TICKS = 31
+WIDTH_MAX = 18.0       # inches
+PALETTE = 64
+DENSE_DAYS = 92        # beyond a quarter, a chart shows weekly totals (a marker and a bar per day are a smear)
 
 
 def _num(x: float) -> str:
@@ -47,11 +52,11 @@ def before_after_png(days: list[str], panels: dict[str, Series], title: str,
 
 
 def fitting_png(days: list[str], panels: dict[str, Series], title: str, max_bytes: int, dpi: int = 90,
-                min_dpi: int = 30) -> bytes | None:
+                min_dpi: int = 30, unit: str = "day") -> bytes | None:
     """The chart at the highest resolution (from `dpi` down to `min_dpi`) whose PNG fits in max_bytes, or None.
     Drawn once; a PNG's bytes grow about with its pixels (dpi squared), so each retry aims straight at the budget
     instead of stepping down (a year's figure costs about a second per save)."""
-    fig = _figure(days, panels, title, ("before", "after"))
+    fig = _figure(days, panels, title, ("before", "after"), unit)
     try:
         for _ in range(5):
             png = _png(fig, dpi)
@@ -65,15 +70,39 @@ def fitting_png(days: list[str], panels: dict[str, Series], title: str, max_byte
         plt.close(fig)
 
 
+def weekly(days: list[str], panels: dict[str, Series]) -> tuple[list[str], dict[str, Series]]:
+    """The mean per day of each ISO week (labelled by the week's first day in the window), so a week the window
+    cuts short is not a cliff. A week's before-value is unknown if any of its days had none, so a partly new week
+    is shown as new, not as a jump."""
+    weeks: dict[tuple[int, int], list[int]] = {}
+    for i, day in enumerate(days):
+        weeks.setdefault(dt.date.fromisoformat(day).isocalendar()[:2], []).append(i)
+    labels = [f"wk {days[idx[0]]}" for idx in weeks.values()]
+
+    def mean(values: list[float | None], idx: list[int]) -> float | None:
+        picked = [values[i] for i in idx]
+        return None if any(v is None for v in picked) else round(sum(picked) / len(picked), 2)  # type: ignore[arg-type]
+
+    out = {name: ([mean(b, idx) for idx in weeks.values()], [mean(a, idx) for idx in weeks.values()])
+           for name, (b, a) in panels.items()}
+    return labels, out
+
+
 def _png(fig: plt.Figure, dpi: int) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi)
-    return buf.getvalue()
+    """The figure as a palette PNG: a chart has a handful of colours plus their anti-aliasing, and 64 palette
+    entries keep it crisp at about a quarter of the bytes of full colour (what lets a year's chart fit one event)."""
+    raw = io.BytesIO()
+    fig.savefig(raw, format="png", dpi=dpi)
+    raw.seek(0)
+    out = io.BytesIO()
+    Image.open(raw).convert("RGB").quantize(colors=PALETTE).save(out, format="PNG", optimize=True)
+    return out.getvalue()
 
 
-def _figure(days: list[str], panels: dict[str, Series], title: str, labels: tuple[str, str]) -> plt.Figure:
+def _figure(days: list[str], panels: dict[str, Series], title: str, labels: tuple[str, str],
+            unit: str = "day") -> plt.Figure:
     n = len(days)
-    width = min(18.0, max(7.0, 0.42 * n + 3))
+    width = min(WIDTH_MAX, max(7.0, 0.42 * n + 3))
     fig = plt.figure(figsize=(width, 3.3 * len(panels) + 0.9), layout="constrained")
     grid = fig.add_gridspec(2 * len(panels), 1, height_ratios=[2.2, 1.1] * len(panels))
     x = list(range(n))
@@ -117,8 +146,8 @@ def _figure(days: list[str], panels: dict[str, Series], title: str, labels: tupl
                 dax.annotate(text, (i, 0), xytext=(0, 3), textcoords="offset points", ha="center", va="bottom",
                              fontsize=7, color=color)
         unchanged = len(deltas) - len(changed)
-        summary = (f"{len(changed)} day(s) changed" + (f", {unchanged} unchanged" if unchanged else "")
-                   if changed else "no change" + (f" on {unchanged} day(s)" if unchanged else ""))
+        summary = (f"{len(changed)} {unit}(s) changed" + (f", {unchanged} unchanged" if unchanged else "")
+                   if changed else "no change" + (f" on {unchanged} {unit}(s)" if unchanged else ""))
         summary += f"; {len(new)} new" if new else ""
         dax.text(0.005, 0.97, summary, transform=dax.transAxes, fontsize=7.5, va="top", color="#444444")
         if k < len(panels) - 1:

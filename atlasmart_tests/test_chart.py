@@ -45,3 +45,30 @@ def test_a_year_of_changes_fits_one_event_and_a_short_window_keeps_full_resoluti
     short = {"rows": ([8.0, 8.0, 8.0], [8.0, 9.0, 8.0])}
     full = chart.before_after_png(days[:3], short, "three days")
     assert chart.fitting_png(days[:3], short, "three days", max_bytes=len(full)) == full
+
+
+def test_a_years_correction_changing_every_day_is_charted_by_week_within_one_event() -> None:
+    """A 365-day publication in which every day's rows, gmv and cost moved: beyond a quarter the chart shows the
+    mean per day of each week (53 points, not 365 smeared markers) and still fits one event's budget."""
+    import datetime as dt
+    import random
+
+    from atlasmart_assets.assets.correction import MAX_CHART_BYTES, _chart
+    from atlasmart_assets.warehouse.ledger import Current, DayCandidate, Publication
+    from atlasmart_assets.window import Window
+
+    rng = random.Random(7)
+    days = [(dt.date(2025, 9, 22) + dt.timedelta(days=k)).isoformat() for k in range(365)]
+    before, after = {}, {}
+    for k, day in enumerate(days):
+        rows, gmv, cost = rng.randint(19_000, 21_000), rng.uniform(5.8e6, 6.2e6), rng.uniform(3.5e6, 3.7e6)
+        before[day] = Current(day, "pub-old", k, rows, [rows, 1, 1, gmv, cost, gmv - cost], "a" * 64, "{}", None)
+        rows2, gmv2, cost2 = rows + rng.randint(-90, 90), gmv + rng.uniform(-9e4, 9e4), cost + rng.uniform(-9e4, 9e4)
+        after[day] = DayCandidate(day, rows2, [rows2, 1, 1, gmv2, cost2, gmv2 - cost2], "b" * 64, "{}")
+    pub = Publication("pub-new", "publish", Window.of(days[0], days[-1]), before, after, 0.0)
+    image = _chart(pub)
+    assert image is not None, "a year's chart is attached, not dropped"
+    assert len(image) <= MAX_CHART_BYTES and image.startswith("![rows, gmv and cost before/after, weekly means]")
+    labels, panels = chart.weekly(days, {"rows": ([1.0] * 365, [2.0] * 365)})
+    assert len(labels) == 53 and labels[0] == "wk 2025-09-22" and panels["rows"][1][-1] == 2.0, \
+        "a week the window cuts short is a mean, not a cliff"
