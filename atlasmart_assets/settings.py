@@ -1,10 +1,13 @@
 """The environment contract (ATLASMART_*): where AtlasMart reads and writes. Runs get it through the warehouse
-resource; the partitions definition and the command line read it directly."""
+resource; the partitions definition and the command line read it directly. Every value is checked when the code
+location loads: a typo is one clear error naming the variable, never a run failing later on it."""
 
 from __future__ import annotations
 
 import datetime as dt
+import math
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
@@ -60,14 +63,32 @@ def _as_of(value: str | None) -> dt.date | None:
         raise ValueError(f"ATLASMART_AS_OF={value!r} is not a YYYY-MM-DD date") from exc
 
 
-def _interval(value: str) -> int:
+DEADLINE_ENV = "ATLASMART_FRESHNESS_DEADLINE"
+_OFFSET = re.compile(r"^(\d{1,2}):([0-5]\d)$")
+
+
+def deadline_offset(text: str) -> dt.timedelta:
+    """ATLASMART_FRESHNESS_DEADLINE, 'HH:MM' from 00:00 to 47:59: how long after its day closes (00:00 UTC of the
+    next day) a partition must be published. '06:00' = by 06:00 UTC the next morning."""
+    match = _OFFSET.match(text.strip())
+    if not match or int(match.group(1)) > 47:
+        raise ValueError(f"{DEADLINE_ENV}={text!r} is not an offset HH:MM (00:00..47:59) after the day closes, "
+                         "e.g. 06:00")
+    return dt.timedelta(hours=int(match.group(1)), minutes=int(match.group(2)))
+
+
+def _number(env: Mapping[str, str], name: str, default: str, minimum: float, unit: str,
+            whole: bool = False, maximum: float = math.inf) -> float:
+    """A numeric setting, refused with its name, value and the expected range (nan and inf are no setting)."""
+    value = str(env.get(name, default)).strip()
     try:
-        seconds = int(value)
+        number = float(value)
     except ValueError:
-        seconds = 0
-    if seconds < 1:
-        raise ValueError(f"ATLASMART_SENSOR_INTERVAL_S={value!r} is not a whole number of seconds >= 1")
-    return seconds
+        number = math.nan
+    if not math.isfinite(number) or number < minimum or number > maximum or (whole and not number.is_integer()):
+        bound = f">= {minimum:g}" + (f" and <= {maximum:g}" if math.isfinite(maximum) else "")
+        raise ValueError(f"{name}={value!r} is not {'a whole number of' if whole else 'a number of'} {unit} {bound}")
+    return number
 
 
 def load(overrides: Mapping[str, str | None] | None = None) -> Settings:
@@ -77,16 +98,29 @@ def load(overrides: Mapping[str, str | None] | None = None) -> Settings:
         raw_dir=Path(env.get("ATLASMART_RAW_DIR", REPO_ROOT / "raw")).resolve(),
         data_dir=Path(env.get("ATLASMART_DATA_DIR", REPO_ROOT / "var")).resolve(),
         as_of=_as_of(env.get("ATLASMART_AS_OF")),
-        start_date=dt.date.fromisoformat(env.get("ATLASMART_START_DATE", "2026-09-01")),
-        retain_versions=int(env.get("ATLASMART_RETAIN_VERSIONS", "10")),
-        shrink_threshold=float(env.get("ATLASMART_SHRINK_THRESHOLD", "0.2")),
-        lock_timeout_s=float(env.get("ATLASMART_LOCK_TIMEOUT_S", "600")),
+        start_date=_date(env, "ATLASMART_START_DATE", "2026-09-01"),
+        retain_versions=int(_number(env, "ATLASMART_RETAIN_VERSIONS", "10", 1, "versions", whole=True)),
+        shrink_threshold=_number(env, "ATLASMART_SHRINK_THRESHOLD", "0.2", 0, "(a fraction)", maximum=1),
+        lock_timeout_s=_number(env, "ATLASMART_LOCK_TIMEOUT_S", "600", 0, "seconds"),
         duckdb_memory_limit=env.get("ATLASMART_DUCKDB_MEMORY_LIMIT", "1GB"),
-        backfill_threads=int(env.get("ATLASMART_BACKFILL_THREADS", "1")),
-        version_grace_s=float(env.get("ATLASMART_VERSION_GRACE_S", "300")),
-        freshness_deadline=env.get("ATLASMART_FRESHNESS_DEADLINE", "06:00"),
-        slo_queue_wait_s=float(env.get("ATLASMART_SLO_QUEUE_WAIT_S", "120")),
-        slo_duration_s=float(env.get("ATLASMART_SLO_DURATION_S", "600")),
-        flag_alert_after_s=float(env.get("ATLASMART_FLAG_ALERT_AFTER_S", "1800")),
-        sensor_interval_s=_interval(env.get("ATLASMART_SENSOR_INTERVAL_S", "30")),
+        backfill_threads=int(_number(env, "ATLASMART_BACKFILL_THREADS", "1", 1, "threads", whole=True)),
+        version_grace_s=_number(env, "ATLASMART_VERSION_GRACE_S", "300", 0, "seconds"),
+        freshness_deadline=_deadline(env.get(DEADLINE_ENV, "06:00")),
+        slo_queue_wait_s=_number(env, "ATLASMART_SLO_QUEUE_WAIT_S", "120", 1, "seconds"),
+        slo_duration_s=_number(env, "ATLASMART_SLO_DURATION_S", "600", 1, "seconds"),
+        flag_alert_after_s=_number(env, "ATLASMART_FLAG_ALERT_AFTER_S", "1800", 1, "seconds"),
+        sensor_interval_s=int(_number(env, "ATLASMART_SENSOR_INTERVAL_S", "30", 1, "seconds", whole=True)),
     )
+
+
+def _date(env: Mapping[str, str], name: str, default: str) -> dt.date:
+    value = env.get(name, default)
+    try:
+        return dt.date.fromisoformat(value)
+    except ValueError as exc:
+        raise ValueError(f"{name}={value!r} is not a YYYY-MM-DD date") from exc
+
+
+def _deadline(value: str) -> str:
+    deadline_offset(value)
+    return value.strip()

@@ -211,15 +211,16 @@ def test_rollback_replies_name_the_undone_backfill_and_restored_days() -> None:
 # --- hostile input --------------------------------------------------------------------------------------------
 
 def _hostile_backfill() -> fmt.Backfill:
-    return fmt.Backfill("bf-1", "2026-09-14", ["a/b"], HOSTILE, None, {"note": "<@U123> & <https://evil|click>"})
+    # The backfill id is a run tag anyone can set: hostile too.
+    return fmt.Backfill(HOSTILE, "2026-09-14", ["a/b"], HOSTILE, None, {"note": "<@U123> & <https://evil|click>"})
 
 
 @pytest.mark.parametrize("build", [
     lambda: fmt.backfill_started(_hostile_backfill(), LINKS, "v"),
     lambda: fmt.backfill_failed(_hostile_backfill(), "FAILURE", LINKS),
     lambda: fmt.backfill_published(_hostile_backfill(), CHANGES, NEIGHBOURS, "/n/x.md", "a/b", LINKS),
-    lambda: fmt.rolled_back("r", HOSTILE, CHANGES, ["bf-1"], "a/b", LINKS),
-    lambda: fmt.run_failure(fmt.RunFailure(None, ["a/b"], "r", "", [], "bf-1", HOSTILE,
+    lambda: fmt.rolled_back("r", HOSTILE, CHANGES, [HOSTILE], "a/b", LINKS),
+    lambda: fmt.run_failure(fmt.RunFailure(None, ["a/b"], "r", "", [], HOSTILE, HOSTILE,
                                            [fmt.StepError("s", [], HOSTILE)]), LINKS),
     lambda: fmt.check_failure(fmt.CheckFailure("a/b", "c", "ERROR", True, [], "", HOSTILE, {"x": HOSTILE}, "r"), LINKS),
 ])

@@ -324,6 +324,20 @@ def test_429_with_long_retry_after_stops_and_no_tick_posts_before_it(warn_defs: 
     assert len(server.messages) == 2 and "not_before" not in json.loads(late.cursor)
 
 
+@pytest.mark.parametrize("header, waited", [("0", 1.0), ("-3", 30.0), ("nan", 30.0), ("inf", 30.0),
+                                            ("1e12", 3600.0), ("soon", 30.0), ("2", 2.0)])
+def test_retry_after_is_bounded_so_it_neither_spins_nor_parks_the_alerts(header: str, waited: float) -> None:
+    """Slack sends whole seconds; anything else must not make a tick post in a tight loop (0) or store a
+    not-before no clock reaches (inf)."""
+    from atlasmart_assets.alerts import format as fmt
+    from atlasmart_assets.alerts.slack import SlackRateLimited
+    with SlackServer() as server:
+        server.script = [f"ratelimited:{header}"]
+        with pytest.raises(SlackRateLimited) as err:
+            _slack(server).post(fmt.Message("hello", ()))
+    assert err.value.retry_after_s == waited
+
+
 def test_blocks_slack_refuses_are_resent_as_text(tmp_path: Path) -> None:
     from atlasmart_assets.alerts import format as fmt
     from atlasmart_assets.alerts.delivery import Outbox

@@ -173,8 +173,9 @@ def _q(part: str) -> str:
 
 
 def link(url: str, label: str) -> str:
-    """A Slack link; the label is escaped, the URL carries no `<`, `>` or `|` (its parts are percent-encoded)."""
-    return f"<{url}|{esc(label)}>"
+    """A Slack link; the label is one escaped line (a tag's newline cannot start a line of its own), the URL
+    carries no `<`, `>` or `|` (its parts are percent-encoded)."""
+    return f"<{url}|{one_line(label)}>"
 
 
 # --- values ---------------------------------------------------------------------------------------------------
@@ -478,7 +479,7 @@ def backfill_started(b: Backfill, links: Links, readers_view: str) -> list[Messa
     blocks = [_section(head), *_fields(_backfill_pairs(b)),
               *_context([f"Readers see `correction_in_progress` on `{esc(readers_view)}` for these days until it "
                          "publishes. Follow-ups of this backfill are replies in this thread."])]
-    fallback = [f"Correction in progress — backfill {esc(b.backfill_id)} over {esc(b.window)}",
+    fallback = [f"Correction in progress — backfill {one_line(b.backfill_id)} over {esc(b.window)}",
                 f"Reason: {one_line(b.reason) if b.reason else NO_REASON}",
                 f"Requested by: {requested_by(b.requested_by, b.reason)}"]
     return _messages(fallback, blocks)
@@ -500,7 +501,7 @@ def backfill_failed(b: Backfill, status: str, links: Links,
     pairs = [("Reason", one_line(b.reason) if b.reason else NO_REASON), ("Requested by", requested_by(b.requested_by, b.reason))]
     blocks = [_section(head), *_fields(pairs), *(_sections([f"*Runs:* {', '.join(runs)}"]) if runs else [])]
     fallback = [("Correction published, then failed" if published else "Correction failed") +
-                f" — backfill {esc(b.backfill_id)} over {esc(b.window)} ended {esc(status)}",
+                f" — backfill {one_line(b.backfill_id)} over {esc(b.window)} ended {esc(status)}",
                 f"Backfill: {links.backfill(b.backfill_id)}"]
     return _messages(fallback, blocks)
 
@@ -541,7 +542,7 @@ def backfill_published(b: Backfill, changes: Sequence[PartitionChange], neighbou
     same = [c.partition for c in changes if not c.changed]
     if not changes:
         head = f":white_check_mark: *Correction finished* — {_backfill_link(b, links)} over *{esc(b.window)}* published nothing"
-        return _messages([f"Correction finished — backfill {esc(b.backfill_id)} published nothing"],
+        return _messages([f"Correction finished — backfill {one_line(b.backfill_id)} published nothing"],
                          [_section(head), *_fields(_backfill_pairs(b)[1:3])])
     head = (f":white_check_mark: *Correction published* — {_backfill_link(b, links)} over *{esc(b.window)}*: "
             f"{len(changes)} partition(s) republished, content changed in {len(changed)}")
@@ -554,7 +555,7 @@ def backfill_published(b: Backfill, changes: Sequence[PartitionChange], neighbou
         blocks += _sections(["*Neighbouring partitions:* " + "; ".join(esc(_neighbour_text(n)) for n in neighbours)])
     if notice:
         blocks += _context([_notice_line(notice)])
-    fallback = [f"Correction published — backfill {esc(b.backfill_id)} over {esc(b.window)}: {len(changes)} "
+    fallback = [f"Correction published — backfill {one_line(b.backfill_id)} over {esc(b.window)}: {len(changes)} "
                 f"partition(s) republished, content changed in {len(changed)} "
                 f"({esc(window_text(c.partition for c in changed)) or 'none'})",
                 *([f"Change notice: {esc(notice)}"] if notice else [])]
@@ -573,7 +574,7 @@ def rolled_back(run_id: str, reason: str | None, changes: Sequence[PartitionChan
         blocks += _sections([change_line(c, asset, links) for c in changes], head="*Restored:*")
     if notice:
         blocks += _context([_notice_line(notice)])
-    fallback = [f"Rolled back {esc(window)} — undoes {', '.join(esc(b) for b in undone) or 'an earlier publication'}",
+    fallback = [f"Rolled back {esc(window)} — undoes {', '.join(one_line(b) for b in undone) or 'an earlier publication'}",
                 f"Reason: {one_line(reason) if reason else NO_REASON}", f"Run: {links.run(run_id)}"]
     return _messages(fallback, blocks)
 
@@ -642,7 +643,7 @@ def saturation_incident(s: Saturation, links: Links) -> list[Message]:
                                       "lists incidents per backfill). Cap the backfill lane (`dagster/backfill` limit "
                                       "in dagster.yaml) or run the backfill outside the current load's window; "
                                       "today's load is late while nothing fails."])]
-    fallback = [f"Current lane saturated during backfill {esc(s.backfill_id)}"
+    fallback = [f"Current lane saturated during backfill {one_line(s.backfill_id)}"
                 f"{' over ' + esc(s.window) if s.window else ''}: "
                 + "; ".join(breach_line(b) for b in s.breaches),
                 f"Backfill: {links.backfill(s.backfill_id)}"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import os
 import urllib.parse
 from pathlib import Path
@@ -20,6 +22,7 @@ UI_BASE_URL_ENV = "ATLASMART_UI_BASE_URL"
 NOTICE_BASE_URL_ENV = "ATLASMART_NOTICE_BASE_URL"
 DEFAULT_CHANNEL = "#atlasmart-data-quality"
 DEFAULT_UI_BASE_URL = "http://localhost:3000"
+MAX_RETRY_AFTER_S = 3600.0
 DEFAULT_RETRY_AFTER_S = 30.0
 NO_TOKEN_REASON = f"Slack alerts are off: {TOKEN_ENV} is not set (set it and reload the code location)."
 # Answers that refuse this message's blocks, not the channel: the message is re-sent as plain text instead.
@@ -49,12 +52,17 @@ def api_base_url(url: str) -> str:
 
 
 def _retry_after(headers: object) -> float:
+    """Seconds to wait, from Slack's Retry-After: at least 1 (a 0 would retry in a tight loop) and at most
+    MAX_RETRY_AFTER_S (a huge value would park the alerts for good); a missing or unreadable one is the default."""
     get = getattr(headers, "get", None)
     raw = (get("Retry-After") or get("retry-after")) if get else None
     try:
-        return max(0.0, float(raw)) if raw is not None else DEFAULT_RETRY_AFTER_S
+        seconds = float(raw) if raw is not None else DEFAULT_RETRY_AFTER_S
     except (TypeError, ValueError):
-        return DEFAULT_RETRY_AFTER_S
+        seconds = DEFAULT_RETRY_AFTER_S
+    if not math.isfinite(seconds) or seconds < 0:
+        seconds = DEFAULT_RETRY_AFTER_S
+    return min(max(seconds, 1.0), MAX_RETRY_AFTER_S)
 
 
 class AtlasSlack(SlackResource):

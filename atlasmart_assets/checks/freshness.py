@@ -9,7 +9,6 @@ materialization events, not the ledger that is AtlasMart's commit point. This ch
 the same `partitions.newest_partition()` the fence uses and reads `audit.publications` through Warehouse.reader()."""
 
 import datetime as dt
-import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -18,25 +17,14 @@ import dagster as dg
 from atlasmart_assets import partitions
 from atlasmart_assets.contract import BACKFILL_TAG, PRIORITY_TAG, REVENUE_DAILY
 from atlasmart_assets.resources import WAREHOUSE_KEY, Warehouse
+from atlasmart_assets.settings import DEADLINE_ENV, deadline_offset
 
 CHECK_NAME = "revenue_daily_newest_partition_fresh"
 JOB_NAME = "atlasmart_freshness"
 SENSOR_NAME = "atlasmart_freshness"
-DEADLINE_ENV = "ATLASMART_FRESHNESS_DEADLINE"
 TICK_LOCK_TIMEOUT_S = 20.0
-_OFFSET = re.compile(r"^(\d{1,2}):([0-5]\d)$")
 _IN_PROGRESS = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
                 dg.DagsterRunStatus.STARTED]
-
-
-def deadline_offset(text: str) -> dt.timedelta:
-    """ATLASMART_FRESHNESS_DEADLINE, 'HH:MM' from 00:00 to 47:59: how long after its day closes (00:00 UTC of the
-    next day) a partition must be published. '06:00' = by 06:00 UTC the next morning."""
-    match = _OFFSET.match(text.strip())
-    if not match or int(match.group(1)) > 47:
-        raise ValueError(f"{DEADLINE_ENV}={text!r} is not an offset HH:MM (00:00..47:59) after the day closes, "
-                         "e.g. 06:00")
-    return dt.timedelta(hours=int(match.group(1)), minutes=int(match.group(2)))
 
 
 def deadline_of(partition: dt.date, offset: dt.timedelta) -> dt.datetime:

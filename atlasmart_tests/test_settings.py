@@ -1,0 +1,41 @@
+"""The environment contract is checked when the code location loads: a bad value is one error naming the
+variable and what it expects, never a run or a sensor failing on it later."""
+
+import subprocess
+import sys
+
+import pytest
+
+from atlasmart_assets import settings
+
+BAD = [
+    ("ATLASMART_SLO_DURATION_S", "10m"), ("ATLASMART_SLO_QUEUE_WAIT_S", "nan"), ("ATLASMART_FLAG_ALERT_AFTER_S", "-5"),
+    ("ATLASMART_LOCK_TIMEOUT_S", "inf"), ("ATLASMART_RETAIN_VERSIONS", "2.5"), ("ATLASMART_RETAIN_VERSIONS", "0"),
+    ("ATLASMART_SHRINK_THRESHOLD", "1.5"), ("ATLASMART_BACKFILL_THREADS", "all"),
+    ("ATLASMART_SENSOR_INTERVAL_S", "0"), ("ATLASMART_FRESHNESS_DEADLINE", "6am"),
+    ("ATLASMART_FRESHNESS_DEADLINE", "48:00"), ("ATLASMART_START_DATE", "yesterday"),
+]
+
+
+@pytest.mark.parametrize("name, value", BAD)
+def test_a_bad_setting_is_refused_naming_the_variable_and_its_value(name: str, value: str) -> None:
+    with pytest.raises(ValueError) as err:
+        settings.load({name: value})
+    assert name in str(err.value) and repr(value) in str(err.value), str(err.value)
+
+
+def test_the_defaults_and_good_values_load() -> None:
+    cfg = settings.load({"ATLASMART_SLO_DURATION_S": "90.5", "ATLASMART_FRESHNESS_DEADLINE": " 30:15 ",
+                         "ATLASMART_SHRINK_THRESHOLD": "0"})
+    assert cfg.slo_duration_s == 90.5 and cfg.freshness_deadline == "30:15" and cfg.shrink_threshold == 0
+    assert settings.load().freshness_deadline == "06:00"
+
+
+def test_the_code_location_refuses_to_load_with_a_bad_deadline(tmp_path) -> None:
+    """Loaded in a fresh interpreter, as Dagster loads it: the error names the variable (before, the freshness
+    check raised inside every materialization of the mart and failed each backfill after it had published)."""
+    env = {"PATH": "/usr/bin:/bin", "ATLASMART_DATA_DIR": str(tmp_path), "ATLASMART_FRESHNESS_DEADLINE": "6am",
+           "DAGSTER_HOME": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", "import atlasmart_assets.definitions"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "ATLASMART_FRESHNESS_DEADLINE='6am' is not an offset HH:MM" in done.stderr
