@@ -78,15 +78,16 @@ def deadline_offset(text: str) -> dt.timedelta:
 
 
 def _number(env: Mapping[str, str], name: str, default: str, minimum: float, unit: str,
-            whole: bool = False, maximum: float = math.inf) -> float:
+            whole: bool = False, maximum: float = math.inf, above: bool = False) -> float:
     """A numeric setting, refused with its name, value and the expected range (nan and inf are no setting)."""
     value = str(env.get(name, default)).strip()
     try:
         number = float(value)
     except ValueError:
         number = math.nan
-    if not math.isfinite(number) or number < minimum or number > maximum or (whole and not number.is_integer()):
-        bound = f">= {minimum:g}" + (f" and <= {maximum:g}" if math.isfinite(maximum) else "")
+    low = number <= minimum if above else number < minimum
+    if not math.isfinite(number) or low or number > maximum or (whole and not number.is_integer()):
+        bound = f"{'>' if above else '>='} {minimum:g}" + (f" and <= {maximum:g}" if math.isfinite(maximum) else "")
         raise ValueError(f"{name}={value!r} is not {'a whole number of' if whole else 'a number of'} {unit} {bound}")
     return number
 
@@ -101,14 +102,14 @@ def load(overrides: Mapping[str, str | None] | None = None) -> Settings:
         start_date=_date(env, "ATLASMART_START_DATE", "2026-09-01"),
         retain_versions=int(_number(env, "ATLASMART_RETAIN_VERSIONS", "10", 1, "versions", whole=True)),
         shrink_threshold=_number(env, "ATLASMART_SHRINK_THRESHOLD", "0.2", 0, "(a fraction)", maximum=1),
-        lock_timeout_s=_number(env, "ATLASMART_LOCK_TIMEOUT_S", "600", 0, "seconds"),
+        lock_timeout_s=_number(env, "ATLASMART_LOCK_TIMEOUT_S", "600", 0, "seconds", above=True),
         duckdb_memory_limit=env.get("ATLASMART_DUCKDB_MEMORY_LIMIT", "1GB"),
         backfill_threads=int(_number(env, "ATLASMART_BACKFILL_THREADS", "1", 1, "threads", whole=True)),
         version_grace_s=_number(env, "ATLASMART_VERSION_GRACE_S", "300", 0, "seconds"),
         freshness_deadline=_deadline(env.get(DEADLINE_ENV, "06:00")),
-        slo_queue_wait_s=_number(env, "ATLASMART_SLO_QUEUE_WAIT_S", "120", 1, "seconds"),
-        slo_duration_s=_number(env, "ATLASMART_SLO_DURATION_S", "600", 1, "seconds"),
-        flag_alert_after_s=_number(env, "ATLASMART_FLAG_ALERT_AFTER_S", "1800", 1, "seconds"),
+        slo_queue_wait_s=_number(env, "ATLASMART_SLO_QUEUE_WAIT_S", "120", 0, "seconds", above=True),
+        slo_duration_s=_number(env, "ATLASMART_SLO_DURATION_S", "600", 0, "seconds", above=True),
+        flag_alert_after_s=_number(env, "ATLASMART_FLAG_ALERT_AFTER_S", "1800", 0, "seconds", above=True),
         sensor_interval_s=int(_number(env, "ATLASMART_SENSOR_INTERVAL_S", "30", 1, "seconds", whole=True)),
     )
 
