@@ -505,3 +505,22 @@ def test_token_never_in_the_loaded_definitions_or_what_the_ui_shows(env: Path) -
     assert "ATLASMART_SLACK_TOKEN" in shown["repr"] and "ATLASMART_SLACK_TOKEN" in shown["ui"]
     assert TOKEN not in shown["repr"] and TOKEN not in shown["ui"]
     assert TOKEN not in proc.stderr
+
+
+def test_a_failed_runs_failing_days_are_its_error_checks_days_not_warnings_or_freshness(tmp_path: Path) -> None:
+    """A WARN (rows changed: every real correction) and the freshness check's due day are not why a run failed."""
+    from atlasmart_assets.alerts.run_sensor import _failing_days
+
+    @dg.asset(check_specs=[dg.AssetCheckSpec(n, asset="a") for n in ("warned", "refused", "fresh")])
+    def a() -> Iterator[Any]:
+        yield dg.MaterializeResult()
+        yield dg.AssetCheckResult(check_name="warned", passed=False, severity=dg.AssetCheckSeverity.WARN,
+                                  metadata={"figures": {"2026-09-14": {"rows": 3}}})
+        yield dg.AssetCheckResult(check_name="refused", passed=False,
+                                  metadata={"figures": {"mismatches": {"2026-09-15": [1, 2]}}})
+        yield dg.AssetCheckResult(check_name="fresh", passed=False, metadata={"state": "late:2026-09-21",
+                                                                              "figures": {"2026-09-21": {}}})
+
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        result = dg.materialize([a], instance=instance)
+        assert _failing_days(instance, result.run_id) == ["2026-09-15"]

@@ -22,13 +22,12 @@ import dagster as dg
 from atlasmart_assets.alerts import common
 from atlasmart_assets.alerts import format as fmt
 from atlasmart_assets.alerts.check_records import CheckRecord, records_after
-from atlasmart_assets.alerts.common import SLACK_KEY, skip_unless_configured, window_keys
+from atlasmart_assets.alerts.common import SLACK_KEY, STATE_KEY, skip_unless_configured, window_keys
 from atlasmart_assets.alerts.delivery import Outbox
 from atlasmart_assets.alerts.slack import AtlasSlack
 from atlasmart_assets.contract import BACKFILL_TAG
 
 NAME = "atlasmart_check_failures_to_slack"
-STATE_KEY = "state"
 STATES_KEPT = 50
 
 

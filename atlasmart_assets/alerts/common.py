@@ -12,6 +12,8 @@ from atlasmart_assets.scope import window_from_tags
 
 BATCH = 20
 SLACK_KEY = "slack"
+# A check result carrying this metadata judges the instance, not its run (freshness): alerted once per state.
+STATE_KEY = "state"
 
 
 def load_cursor(raw: str | None) -> dict[str, Any]:

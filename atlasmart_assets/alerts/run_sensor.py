@@ -14,7 +14,7 @@ from dagster._core.definitions.dependency import NodeHandle  # internal: the one
 
 from atlasmart_assets.alerts import common
 from atlasmart_assets.alerts import format as fmt
-from atlasmart_assets.alerts.common import SLACK_KEY, skip_unless_configured, window_keys
+from atlasmart_assets.alerts.common import SLACK_KEY, STATE_KEY, skip_unless_configured, window_keys
 from atlasmart_assets.alerts.delivery import Outbox
 from atlasmart_assets.alerts.slack import AtlasSlack
 from atlasmart_assets.contract import BACKFILL_TAG, REASON_TAG
@@ -62,11 +62,13 @@ def _errors(instance: dg.DagsterInstance, run_id: str, job: dg.JobDefinition | N
 
 
 def _failing_days(instance: dg.DagsterInstance, run_id: str) -> list[str]:
-    """The days the run's failed checks single out (their partition, else their figures)."""
+    """The days the run's failed ERROR checks single out (their partition, else their figures). A WARN failure
+    (e.g. rows changed, which every real correction does) did not fail the run, and a check judging the whole
+    instance (freshness: it carries a `state`) is not about this run's days."""
     days: set[str] = set()
     for e in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION):
         ev: Any = e.dagster_event.event_specific_data if e.dagster_event else None
-        if ev is None or ev.passed:
+        if ev is None or ev.passed or ev.severity == dg.AssetCheckSeverity.WARN or STATE_KEY in ev.metadata:
             continue
         if getattr(ev, "partition", None):
             days.add(ev.partition)
