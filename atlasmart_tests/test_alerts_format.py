@@ -4,6 +4,7 @@ figures an operator acts on, links into the UI, and every hostile value escaped.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 import sys
 from pathlib import Path
@@ -258,3 +259,19 @@ def test_a_run_failure_names_the_root_cause_dagster_wrapped() -> None:
     wrapper = SimpleNamespace(message='Error occurred while executing op "correction":', cause=root)
     text = _with_root_cause(wrapper)
     assert text.startswith("Error occurred") and "Caused by: IOException: Could not set lock on file" in text
+
+
+def test_a_scattered_window_keeps_every_head_within_slacks_limits() -> None:
+    """A dimension-drift backfill over 300 alternate days: the window is hundreds of ranges; each head line shows
+    the first and the last and how many (the UI has the rest), so no section exceeds Slack's 3,000 characters and
+    the reason and requester are not cut from the text fallback."""
+    days = [(dt.date(2025, 1, 1) + dt.timedelta(days=2 * k)).isoformat() for k in range(300)]
+    b = fmt.Backfill("bf-1", fmt.window_label(days), ["a/b"], "dimension drift", "ops@example.com", {})
+    for messages in (fmt.backfill_started(b, LINKS, "v"), fmt.backfill_failed(b, "FAILURE", LINKS),
+                     fmt.stale_flags(fmt.StaleFlag("r" * 32, "bf-1", "why", days, "t", 4000, "FAILURE", 1800),
+                                     "v", "a/b", LINKS)):
+        _valid(messages)
+        assert "(300 ranges)" in messages[0].text and "2025-01-01" in messages[0].text
+        for block in (b for m in messages for b in m.blocks):
+            assert len(json.dumps(block)) < 3000
+    assert "dimension drift" in fmt.backfill_started(b, LINKS, "v")[0].text

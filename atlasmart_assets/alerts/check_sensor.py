@@ -69,7 +69,7 @@ def _failure(group: list[CheckRecord], runs: _Runs) -> fmt.CheckFailure:
     failing = own or sorted({d for r in group for d in fmt.failing_partitions(r.metadata.get("figures"))})
     return fmt.CheckFailure(
         asset=first.key.asset_key.to_user_string(), check=first.key.name, severity=first.severity or "ERROR",
-        blocking=bool(first.blocking), failing=failing, window=fmt.window_text(window_keys(tags)) or ", ".join(own),
+        blocking=bool(first.blocking), failing=failing, window=fmt.short_window(window_keys(tags)) or ", ".join(own),
         description=first.description or "", figures=figures, run_id=first.run_id,
         backfill_id=tags.get(BACKFILL_TAG))
 

@@ -191,6 +191,9 @@ def is_day(key: object) -> bool:
     return isinstance(key, str) and len(key) == 10 and _date(key) is not None
 
 
+RANGES_SHOWN = 12
+
+
 def day_ranges(keys: Iterable[str]) -> list[tuple[str, str]]:
     """Sorted, de-duplicated keys grouped into inclusive runs of consecutive days (other keys stand alone)."""
     ranges: list[tuple[str, str]] = []
@@ -208,10 +211,19 @@ def window_text(keys: Iterable[str]) -> str:
     return ", ".join(a if a == b else f"{a}..{b}" for a, b in day_ranges(keys))
 
 
+def short_window(keys: Iterable[str], limit: int = RANGES_SHOWN) -> str:
+    """window_text for a message's line: a scattered window (hundreds of single days) shows its first ranges and
+    its last, and how many there are, so the line stays within Slack's limits; the UI has the whole window."""
+    ranges = [a if a == b else f"{a}..{b}" for a, b in day_ranges(keys)]
+    if len(ranges) <= limit:
+        return ", ".join(ranges)
+    return f"{', '.join(ranges[:limit - 1])}, …, {ranges[-1]} ({len(ranges)} ranges)"
+
+
 def window_label(keys: Sequence[str]) -> str:
     """The window and its size: '2026-09-01..2026-09-17 (17 days)'."""
     n = len(set(keys))
-    return f"{window_text(keys)} ({n} day{'s' if n != 1 else ''})" if n else ""
+    return f"{short_window(keys)} ({n} day{'s' if n != 1 else ''})" if n else ""
 
 
 def num(x: float | int | None) -> str:
@@ -292,7 +304,7 @@ def figure_lines(figures: Any) -> list[str]:
             first = sorted(d for d, v in value.items() if isinstance(v, Mapping) and v.get("before") is None)
             same = len(value) - len(moved) - len(first)
             if first:
-                lines.append(one_line(f"first publication: {window_text(first)}"))
+                lines.append(one_line(f"first publication: {short_window(first)}"))
             if same:
                 lines.append(f"rows unchanged on {same} other day(s)")
         elif key == "duplicate_line_ids" and isinstance(value, Mapping):
@@ -412,7 +424,7 @@ def _days_linked(days: Sequence[str], asset: str, links: Links) -> str:
         return ""
     if len(days) <= LINKED_DAYS:
         return ", ".join(link(links.asset(asset, d), d) for d in days)
-    return f"{esc(window_text(days))} ({len(days)} days; {link(links.asset_partitions(asset), 'partitions')})"
+    return f"{esc(short_window(days))} ({len(days)} days; {link(links.asset_partitions(asset), 'partitions')})"
 
 
 # --- messages -------------------------------------------------------------------------------------------------
@@ -434,7 +446,7 @@ def check_failure(f: CheckFailure, links: Links) -> list[Message]:
     if figures:
         blocks += _sections(figures, head="*Figures:*")
     fallback = [f"Check failed: {esc(f.check)} on {esc(f.asset)} — {esc(f.severity)} ({blocking}); "
-                f"partitions {esc(window_text(f.failing) or f.window or 'unpartitioned')}",
+                f"partitions {esc(short_window(f.failing) or f.window or 'unpartitioned')}",
                 *([f"What: {what}"] if what else []), f"Run: {links.run(f.run_id)}"]
     return _messages(fallback, blocks)
 
@@ -457,7 +469,7 @@ def run_failure(f: RunFailure, links: Links) -> list[Message]:
             message = message[:ERROR_CHARS] + f"\n… {len(message) - ERROR_CHARS} more characters in the run's log"
         blocks += _sections(message.splitlines() or [""], code=True, head=step)
     fallback = [f"Run failed: {', '.join(esc(a) for a in f.assets) or esc(f.job or '')}; partitions "
-                f"{esc(window_text(f.failing) or f.window or 'none')}", f"Run: {links.run(f.run_id)}"]
+                f"{esc(short_window(f.failing) or f.window or 'none')}", f"Run: {links.run(f.run_id)}"]
     return _messages(fallback, blocks)
 
 
@@ -550,21 +562,21 @@ def backfill_published(b: Backfill, changes: Sequence[PartitionChange], neighbou
     if changed:
         blocks += _sections([change_line(c, asset, links) for c in changed], head=f"*Changed ({len(changed)}):*")
     if same:
-        blocks += _sections([f"*Content unchanged (same hash):* {len(same)} day(s): {esc(window_text(same))}"])
+        blocks += _sections([f"*Content unchanged (same hash):* {len(same)} day(s): {esc(short_window(same))}"])
     if neighbours:
         blocks += _sections(["*Neighbouring partitions:* " + "; ".join(esc(_neighbour_text(n)) for n in neighbours)])
     if notice:
         blocks += _context([_notice_line(notice)])
     fallback = [f"Correction published — backfill {one_line(b.backfill_id)} over {esc(b.window)}: {len(changes)} "
                 f"partition(s) republished, content changed in {len(changed)} "
-                f"({esc(window_text(c.partition for c in changed)) or 'none'})",
+                f"({esc(short_window(c.partition for c in changed)) or 'none'})",
                 *([f"Change notice: {esc(notice)}"] if notice else [])]
     return _messages(fallback, blocks)
 
 
 def rolled_back(run_id: str, reason: str | None, changes: Sequence[PartitionChange], undone: Sequence[str],
                 asset: str, links: Links, notice: str = "") -> list[Message]:
-    window = window_text(c.partition for c in changes) or "nothing"
+    window = short_window(c.partition for c in changes) or "nothing"
     undone_text = ", ".join(link(links.backfill(b), b) for b in undone) or "an earlier publication"
     head = (f":rewind: *Rolled back* {esc(window)} — undoes {undone_text}; the previous publication is current "
             "again")
@@ -671,7 +683,7 @@ def _age(seconds: float) -> str:
 
 def stale_flags(f: StaleFlag, view: str, asset: str, links: Links) -> list[Message]:
     status = esc(f.run_status) if f.run_status else "unknown to this Dagster instance"
-    head = (f":warning: *Correction flag left behind* — {len(f.days)} day(s) *{esc(window_text(f.days))}* still show "
+    head = (f":warning: *Correction flag left behind* — {len(f.days)} day(s) *{esc(short_window(f.days))}* still show "
             f"`correction_in_progress` on `{esc(view)}`, {_age(f.age_s)} after run "
             f"{link(links.run(f.run_id), f.run_id[:8])} set them; that run is {status}")
     pairs = [("Days", _days_linked(list(f.days), asset, links)), ("Run", f"{link(links.run(f.run_id), f.run_id[:8])} "
@@ -687,6 +699,6 @@ def stale_flags(f: StaleFlag, view: str, asset: str, links: Links) -> list[Messa
                                        "ended runs every 30 s and has not: check that it is running and that its ticks "
                                        "succeed (a tick fails while another process holds the warehouse). The next run "
                                        "of the daily job also clears them when it starts."])]
-    fallback = [f"Correction flag left behind — {esc(window_text(f.days))} still flagged {_age(f.age_s)} after run "
+    fallback = [f"Correction flag left behind — {esc(short_window(f.days))} still flagged {_age(f.age_s)} after run "
                 f"{esc(f.run_id)} ({status}) set it", f"Run: {links.run(f.run_id)}"]
     return _messages(fallback, blocks)

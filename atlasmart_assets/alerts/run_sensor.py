@@ -91,7 +91,7 @@ def _failure(run: dg.DagsterRun, context: dg.SensorEvaluationContext) -> fmt.Run
     assets = sorted(k.to_user_string() for k in keys)
     return fmt.RunFailure(
         job=None if run.job_name.startswith("__") else run.job_name, assets=assets, run_id=run.run_id,
-        window=fmt.window_text(window_keys(run.tags)), failing=_failing_days(context.instance, run.run_id),
+        window=fmt.short_window(window_keys(run.tags)), failing=_failing_days(context.instance, run.run_id),
         backfill_id=run.tags.get(BACKFILL_TAG), reason=run.tags.get(REASON_TAG),
         errors=_errors(context.instance, run.run_id, job))
 

@@ -72,7 +72,7 @@ def detect(context: dg.SensorEvaluationContext, wh: Warehouse, now: float, since
         new = tuple(b for b in s.breaches if (s.backfill_id, b.run_id, b.metric) not in seen)
         if not new:
             continue
-        window = fmt.window_text(k for r in s.backfill_runs for k in window_keys(tags.get(r.run_id, {})))
+        window = fmt.short_window(k for r in s.backfill_runs for k in window_keys(tags.get(r.run_id, {})))
         drafts.append(Incident(0, "", s.backfill_id, window, _utc(now), tuple(r.run_id for r in s.backfill_runs),
                                sum(r.lane == "backfill" for r in running), limit, len(running), max_runs, new))
     if not drafts:
