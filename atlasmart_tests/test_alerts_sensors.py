@@ -524,3 +524,32 @@ def test_a_failed_runs_failing_days_are_its_error_checks_days_not_warnings_or_fr
     with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
         result = dg.materialize([a], instance=instance)
         assert _failing_days(instance, result.run_id) == ["2026-09-15"]
+
+
+def test_after_an_outage_follow_ups_wait_for_the_thread_opener_before_posting_in_the_channel(tmp_path: Path) -> None:
+    """A backfill failed during a Slack outage longer than THREAD_WAIT_S: while the lifecycle sensor still cannot
+    post its "started", the run's failure waits for that thread instead of landing in the channel first."""
+    from atlasmart_assets.alerts import format as fmt
+    from atlasmart_assets.alerts.delivery import OPENER_WAIT_MAX_S, THREAD_WAIT_S, Outbox, SlackUnavailable
+    from atlasmart_assets.alerts.slack import AtlasSlack
+
+    now = [time.time()]
+    down = AtlasSlack(token="xoxb-test", base_url="http://127.0.0.1:9/api", timeout_s=1)
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        def outbox(opens: bool = False) -> Outbox:
+            return Outbox(dg.build_sensor_context(instance=instance, cursor=None), down, "probe-lifecycle" if opens
+                          else "probe-runs", clock=lambda: now[0], opens_threads=opens)
+
+        failed_at = now[0]
+        now[0] += THREAD_WAIT_S + 60  # ten minutes of outage later
+        assert outbox().reply_target("bf-1", failed_at) == (None, False), "nobody is trying to open the thread"
+        opener = outbox(opens=True)
+        assert not opener.send("started:bf-1", [fmt.Message("started", ())], lambda ts: None)
+        with pytest.raises(SlackUnavailable):
+            opener.finish("no lifecycle notice sent", 1)
+        assert outbox().reply_target("bf-1", failed_at) == (None, True), "the opener is blocked: wait for it"
+        now[0] += OPENER_WAIT_MAX_S
+        assert outbox().reply_target("bf-1", failed_at) == (None, False), "never held for good"
+        now[0] -= OPENER_WAIT_MAX_S
+        outbox(opens=True).finish("delivered 0 lifecycle notice(s)", 0)
+        assert outbox().reply_target("bf-1", failed_at) == (None, False)

@@ -12,7 +12,11 @@ timed-out request Slack did post: then the message is sent twice, never lost.
 A notice longer than one Slack message is several messages: their `ts` values are journaled one by one under
 `parts`, so a restart resumes at the first part not yet taken. HTTP 429 is honoured: a short Retry-After is
 slept (at most `max_wait_s` per tick), a longer one stops the tick and is kept as `not_before` in the state, so
-no later tick posts before it."""
+no later tick posts before it.
+
+A follow-up about a backfill (its run failed, a check failed, saturation) is a reply in the thread its "started"
+message opens. It waits up to THREAD_WAIT_S for that thread, and longer while the lifecycle sensor, which opens
+threads, cannot post (up to OPENER_WAIT_MAX_S): after an outage the thread comes first, then its replies."""
 
 from __future__ import annotations
 
@@ -31,6 +35,10 @@ JOURNAL_KEY = "atlasmart/alerts/journal/{sensor}"
 THREAD_KEY = "atlasmart/alerts/thread/{backfill_id}"
 # How long an alert about a backfill's run waits for the backfill's "started" message to open its thread.
 THREAD_WAIT_S = 300.0
+# While the sensor that opens threads (lifecycle) cannot post, follow-ups keep waiting for it, up to this long:
+# after a Slack outage the thread comes first, then its replies.
+OPENER_BLOCKED_KEY = "atlasmart/alerts/thread_opener_blocked_since"
+OPENER_WAIT_MAX_S = 6 * 3600.0
 
 Commit = Callable[[str], Mapping[str, str] | None]
 
@@ -50,8 +58,10 @@ class Outbox:
     """One tick's deliveries for one sensor: its state (cursor + journal), Slack, and what went wrong."""
 
     def __init__(self, context: dg.SensorEvaluationContext, slack: AtlasSlack, sensor: str,
-                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep) -> None:
+                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
+                 opens_threads: bool = False) -> None:
         self._context, self._slack, self._clock, self._sleep = context, slack, clock, sleep
+        self._opens_threads = opens_threads
         self._storage = context.instance.daemon_cursor_storage
         self._key = JOURNAL_KEY.format(sensor=sensor)
         cursor = load_cursor(context.cursor)
@@ -94,7 +104,20 @@ class Outbox:
         if not backfill_id:
             return None, False
         ts = self.thread_of(backfill_id)
-        return ts, ts is None and self._clock() - since < THREAD_WAIT_S
+        return ts, ts is None and (self._clock() - since < THREAD_WAIT_S or self._opener_blocked())
+
+    def _opener_blocked(self) -> bool:
+        """The thread-opening sensor's last tick could not post (Slack down or rate-limited), not for too long."""
+        raw = self._storage.get_cursor_values({OPENER_BLOCKED_KEY}).get(OPENER_BLOCKED_KEY)
+        return bool(raw) and self._clock() - float(raw) < OPENER_WAIT_MAX_S
+
+    def _record_opener(self) -> None:
+        if not self._opens_threads:
+            return
+        if not self.stopped:
+            self._storage.set_cursor_values({OPENER_BLOCKED_KEY: ""})
+        elif not self._storage.get_cursor_values({OPENER_BLOCKED_KEY}).get(OPENER_BLOCKED_KEY):
+            self._storage.set_cursor_values({OPENER_BLOCKED_KEY: repr(self._clock())})
 
     def send(self, key: str, messages: Sequence[fmt.Message], commit: Commit, thread_ts: str | None = None,
              broadcast: bool = False) -> bool:
@@ -157,6 +180,7 @@ class Outbox:
             self.state.pop("not_before", None)
         if self.fallbacks:
             summary += f"; {len(self.fallbacks)} sent as text only (Slack refused their blocks)"
+        self._record_opener()
         self._context.update_cursor(dump_cursor(self.state))
         if self.error:
             self._journal()

@@ -250,7 +250,7 @@ def _notices(context: dg.SensorEvaluationContext, slack: AtlasSlack, state: dict
 def evaluate(context: dg.SensorEvaluationContext, slack: AtlasSlack, batch: int | None = None,
              sensor: str = NAME) -> dg.SkipReason:
     """One tick: deliver up to `batch` lifecycle notices in order; stop at the first Slack refusal."""
-    box = Outbox(context, slack, sensor)
+    box = Outbox(context, slack, sensor, opens_threads=True)
     if box.stopped:
         return box.finish("no lifecycle notice sent", len(box.state.get("parts", {})))
     state = box.state
