@@ -553,3 +553,23 @@ def test_after_an_outage_follow_ups_wait_for_the_thread_opener_before_posting_in
         now[0] -= OPENER_WAIT_MAX_S
         outbox(opens=True).finish("delivered 0 lifecycle notice(s)", 0)
         assert outbox().reply_target("bf-1", failed_at) == (None, False)
+
+
+def test_enabling_alerts_on_an_instance_with_a_past_does_not_replay_it(history: dict[str, Any],
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sensors' first tick treats what happened before it (beyond FIRST_TICK_HORIZON_S) as history: no
+    flood of old check failures, run failures, ended backfills and rollbacks when a token is first set; and the
+    cursors move past them, so no later tick sends them either. A backfill still in progress is news."""
+    from atlasmart_assets.alerts import delivery
+    monkeypatch.setattr(delivery, "THREAD_WAIT_S", 0.0)
+    monkeypatch.setattr(delivery, "FIRST_TICK_HORIZON_S", -60.0)  # everything so far is "before the first tick"
+    instance = history["instance"]
+    _forget(instance)
+    with SlackServer() as server:
+        for name in (LIFECYCLE, CHECKS, RUNS):
+            cursor = _tick(name, instance, _slack(server), None).cursor
+            monkeypatch.setattr(delivery, "FIRST_TICK_HORIZON_S", 24 * 3600.0)
+            _tick(name, instance, _slack(server), cursor)
+            monkeypatch.setattr(delivery, "FIRST_TICK_HORIZON_S", -60.0)
+    texts = [m.get("text", "") for m in server.messages]
+    assert [t.split(" over ")[0] for t in texts] == ["Correction in progress — backfill bf-asset"], texts

@@ -48,9 +48,9 @@ class _Runs:
         return run is None or run.is_finished
 
 
-def _settled(rec: CheckRecord, sent: set[int], runs: _Runs) -> bool:
+def _settled(rec: CheckRecord, sent: set[int], runs: _Runs, since: float) -> bool:
     if rec.failed:
-        return rec.id in sent
+        return rec.id in sent or rec.created < since
     if rec.planned:
         return runs.finished(rec.run_id)
     return True
@@ -92,7 +92,7 @@ def evaluate(context: dg.SensorEvaluationContext, slack: AtlasSlack, batch: int 
         entry = state.setdefault(name, {"low": 0, "sent": []})
         records[name] = records_after(context.instance, key, entry["low"])
         for rec in records[name]:
-            if rec.failed and rec.id not in entry["sent"]:
+            if rec.failed and rec.id not in entry["sent"] and rec.created >= box.since:
                 pending[(name, rec.run_id)].append(rec)
     groups = sorted(pending.items(), key=lambda item: item[1][0].id)
     waiting = repeated = 0
@@ -124,7 +124,7 @@ def evaluate(context: dg.SensorEvaluationContext, slack: AtlasSlack, batch: int 
         entry = state[name]
         sent = set(entry["sent"])
         for rec in recs:
-            if not _settled(rec, sent, runs):
+            if not _settled(rec, sent, runs, box.since):
                 break
             entry["low"] = rec.id
         entry["sent"] = sorted(i for i in sent if i > entry["low"])

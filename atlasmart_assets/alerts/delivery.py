@@ -37,6 +37,7 @@ THREAD_KEY = "atlasmart/alerts/thread/{backfill_id}"
 THREAD_WAIT_S = 300.0
 # While the sensor that opens threads (lifecycle) cannot post, follow-ups keep waiting for it, up to this long:
 # after a Slack outage the thread comes first, then its replies.
+FIRST_TICK_HORIZON_S = 24 * 3600.0
 OPENER_BLOCKED_KEY = "atlasmart/alerts/thread_opener_blocked_since"
 OPENER_WAIT_MAX_S = 6 * 3600.0
 
@@ -67,21 +68,31 @@ class Outbox:
         cursor = load_cursor(context.cursor)
         self._from = str(cursor.get("gen", ""))
         state = cursor
+        fresh = not cursor
         raw = self._storage.get_cursor_values({self._key}).get(self._key)
         if raw:
             journal = json.loads(raw)
             if journal.get("from") == self._from:
                 state = journal["state"]
+                fresh = False
             else:
                 # The cursor moved on since: this journal is obsolete (and must not match a cursor reset later).
                 self._storage.set_cursor_values({self._key: ""})
         self.state: dict[str, Any] = state
         self.state["gen"] = uuid.uuid4().hex[:12]
+        # What happened before the sensor's very first tick is history, not news: enabling alerts on an instance
+        # with a past posts only what is younger than FIRST_TICK_HORIZON_S (a cursor from before this kept 0).
+        self.state.setdefault("since", self._clock() - FIRST_TICK_HORIZON_S if fresh else 0.0)
         self.delivered = 0
         self.waited_s = 0.0
         self.error: str | None = None
         self.fallbacks: list[str] = []
         self._threads: dict[str, str | None] = {}
+
+    @property
+    def since(self) -> float:
+        """Events before this (epoch seconds) predate the sensor: they are passed over, never alerted."""
+        return float(self.state.get("since") or 0.0)
 
     @property
     def not_before(self) -> float | None:

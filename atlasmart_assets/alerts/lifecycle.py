@@ -191,7 +191,22 @@ def _entry(value: Any) -> dict[str, Any]:
     return {"ts": None, "done": value == "done"}
 
 
-def _notices(context: dg.SensorEvaluationContext, slack: AtlasSlack, state: dict[str, Any]) -> Iterator[Notice]:
+def _created(instance: dg.DagsterInstance, run_id: str) -> float:
+    record = instance.get_run_record_by_id(run_id)
+    return record.create_timestamp.timestamp() if record is not None else 0.0
+
+
+def _ended_before(instance: dg.DagsterInstance, backfill_id: str, runs: Sequence[dg.DagsterRun], record: Any,
+                  since: float) -> bool:
+    """A backfill that was over before the sensor's first tick (`since`): history, not news."""
+    if not since or _outcome(runs, record) is None:
+        return False
+    created = record.backfill_timestamp if record is not None else min(_created(instance, r.run_id) for r in runs)
+    return created < since
+
+
+def _notices(context: dg.SensorEvaluationContext, slack: AtlasSlack, state: dict[str, Any],
+             since: float = 0.0) -> Iterator[Notice]:
     """Yields the notices in the order they must be delivered; a backfill's "started" always first, and its
     outcome computed only after "started" was taken (so the outcome can reply in its thread)."""
     seen: dict[str, Any] = state.setdefault("backfills", {})
@@ -205,6 +220,9 @@ def _notices(context: dg.SensorEvaluationContext, slack: AtlasSlack, state: dict
         runs = list(context.instance.get_runs(filters=dg.RunsFilter(tags={BACKFILL_TAG: backfill_id})))
         record = context.instance.get_backfill(backfill_id)
         if not runs and record is None:
+            continue
+        if backfill_id not in seen and _ended_before(context.instance, backfill_id, runs, record, since):
+            seen[backfill_id] = {"ts": None, "done": True}  # history from before the sensor's first tick
             continue
         info = _describe(backfill_id, runs, record, context.repository_def)
         if backfill_id not in seen:
@@ -237,6 +255,9 @@ def _notices(context: dg.SensorEvaluationContext, slack: AtlasSlack, state: dict
     for run in reversed(list(rollbacks)):
         if run.run_id in noticed:
             continue
+        if _created(context.instance, run.run_id) < since:
+            noticed.append(run.run_id)
+            continue
         changes = ledger_changes(wh, "run_id", run.run_id, "rollback")
         reason = run.run_config.get("ops", {}).get("rollback_range", {}).get("config", {}).get("reason")
         undone = undone_backfills(wh, changes)
@@ -255,7 +276,7 @@ def evaluate(context: dg.SensorEvaluationContext, slack: AtlasSlack, batch: int 
         return box.finish("no lifecycle notice sent", len(box.state.get("parts", {})))
     state = box.state
     batch = batch or common.BATCH
-    for notice in _notices(context, slack, state):
+    for notice in _notices(context, slack, state, box.since):
         if box.delivered >= batch:
             break
         if not box.send(notice.key, notice.messages, notice.commit, notice.thread_ts, notice.broadcast):

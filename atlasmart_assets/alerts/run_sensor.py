@@ -112,7 +112,7 @@ def evaluate(context: dg.SensorEvaluationContext, slack: AtlasSlack, batch: int 
     done = 0
     for event in events:
         run = context.instance.get_run_by_id(event.run_id)
-        if run is not None and run.job_name in jobs:
+        if run is not None and run.job_name in jobs and event.timestamp >= box.since:
             failure = _failure(run, context)
             thread, wait = box.reply_target(failure.backfill_id, event.timestamp)
             if wait:
