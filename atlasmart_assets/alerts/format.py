@@ -695,9 +695,9 @@ def stale_flags(f: StaleFlag, view: str, asset: str, links: Links) -> list[Messa
     pairs.append(("Reason", one_line(f.reason) if f.reason else NO_REASON))
     blocks: list[Block] = [_section(head), *_fields(pairs),
                            *_sections(["Nothing is correcting these days: readers see a correction in progress that is "
-                                       "not happening. The sensor `atlasmart_clear_correction_flags` clears the flags of "
-                                       "ended runs every 30 s and has not: check that it is running and that its ticks "
-                                       "succeed (a tick fails while another process holds the warehouse). The next run "
+                                       "not happening. The sensor `atlasmart_clear_correction_flags` clears the flags "
+                                       "of ended runs on each tick and has not: check that it is running and that its "
+                                       "ticks succeed (a tick fails while another process holds the warehouse). The next run "
                                        "of the daily job also clears them when it starts."])]
     fallback = [f"Correction flag left behind — {esc(short_window(f.days))} still flagged {_age(f.age_s)} after run "
                 f"{esc(f.run_id)} ({status}) set it", f"Run: {links.run(f.run_id)}"]
