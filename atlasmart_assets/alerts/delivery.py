@@ -35,9 +35,10 @@ JOURNAL_KEY = "atlasmart/alerts/journal/{sensor}"
 THREAD_KEY = "atlasmart/alerts/thread/{backfill_id}"
 # How long an alert about a backfill's run waits for the backfill's "started" message to open its thread.
 THREAD_WAIT_S = 300.0
+# A sensor's first tick passes over what is older than this: history, not news.
+FIRST_TICK_HORIZON_S = 24 * 3600.0
 # While the sensor that opens threads (lifecycle) cannot post, follow-ups keep waiting for it, up to this long:
 # after a Slack outage the thread comes first, then its replies.
-FIRST_TICK_HORIZON_S = 24 * 3600.0
 OPENER_BLOCKED_KEY = "atlasmart/alerts/thread_opener_blocked_since"
 OPENER_WAIT_MAX_S = 6 * 3600.0
 

@@ -196,8 +196,7 @@ def _created(instance: dg.DagsterInstance, run_id: str) -> float:
     return record.create_timestamp.timestamp() if record is not None else 0.0
 
 
-def _ended_before(instance: dg.DagsterInstance, backfill_id: str, runs: Sequence[dg.DagsterRun], record: Any,
-                  since: float) -> bool:
+def _ended_before(instance: dg.DagsterInstance, runs: Sequence[dg.DagsterRun], record: Any, since: float) -> bool:
     """A backfill that was over before the sensor's first tick (`since`): history, not news."""
     if not since or _outcome(runs, record) is None:
         return False
@@ -221,7 +220,7 @@ def _notices(context: dg.SensorEvaluationContext, slack: AtlasSlack, state: dict
         record = context.instance.get_backfill(backfill_id)
         if not runs and record is None:
             continue
-        if backfill_id not in seen and _ended_before(context.instance, backfill_id, runs, record, since):
+        if backfill_id not in seen and _ended_before(context.instance, runs, record, since):
             seen[backfill_id] = {"ts": None, "done": True}  # history from before the sensor's first tick
             continue
         info = _describe(backfill_id, runs, record, context.repository_def)
