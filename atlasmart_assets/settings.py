@@ -88,7 +88,8 @@ def _number(env: Mapping[str, str], name: str, default: str, minimum: float, uni
     low = number <= minimum if above else number < minimum
     if not math.isfinite(number) or low or number > maximum or (whole and not number.is_integer()):
         bound = f"{'>' if above else '>='} {minimum:g}" + (f" and <= {maximum:g}" if math.isfinite(maximum) else "")
-        raise ValueError(f"{name}={value!r} is not {'a whole number of' if whole else 'a number of'} {unit} {bound}")
+        what = f"a whole number of {unit}" if whole else (f"a number of {unit}" if unit else "a number")
+        raise ValueError(f"{name}={value!r} is not {what} {bound}")
     return number
 
 
@@ -101,7 +102,7 @@ def load(overrides: Mapping[str, str | None] | None = None) -> Settings:
         as_of=_as_of(env.get("ATLASMART_AS_OF")),
         start_date=_date(env, "ATLASMART_START_DATE", "2026-09-01"),
         retain_versions=int(_number(env, "ATLASMART_RETAIN_VERSIONS", "10", 1, "versions", whole=True)),
-        shrink_threshold=_number(env, "ATLASMART_SHRINK_THRESHOLD", "0.2", 0, "(a fraction)", maximum=1),
+        shrink_threshold=_number(env, "ATLASMART_SHRINK_THRESHOLD", "0.2", 0, "", maximum=1),
         lock_timeout_s=_number(env, "ATLASMART_LOCK_TIMEOUT_S", "600", 0, "seconds", above=True),
         duckdb_memory_limit=env.get("ATLASMART_DUCKDB_MEMORY_LIMIT", "1GB"),
         backfill_threads=int(_number(env, "ATLASMART_BACKFILL_THREADS", "1", 1, "threads", whole=True)),
