@@ -24,9 +24,9 @@ Series = tuple[list[float | None], list[float | None]]
 BEFORE, AFTER, UP, DOWN, NEW = "#8a94a0", "#2f6fde", "#2e8b57", "#c0392b", "#7d3c98"
 MAX_LABELS = 12          # delta labels drawn; beyond that only the largest changes are labelled
 MAX_TICKS = 31
-WIDTH_MAX = 18.0       # inches
-PALETTE = 64
-DENSE_DAYS = 92        # beyond a quarter, a chart shows weekly totals (a marker and a bar per day are a smear)
+WIDTH_MAX = 18.0       # inches: wider than a UI pane helps no one
+PALETTE = 64           # colours of the saved PNG (the palette keeps it about a quarter of full colour)
+DENSE_DAYS = 92        # beyond a quarter, a chart shows weekly means (a marker and a bar per day are a smear)
 
 
 def _num(x: float) -> str:
