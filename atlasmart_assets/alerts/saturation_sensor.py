@@ -33,6 +33,7 @@ LOOKBACK_RUNS = 500
 FIRST_HORIZON_S = 3600.0
 # An incident not alerted within this long (Slack off, or down for a day) is not alerted any more: it stays recorded.
 ALERT_MAX_AGE_S = 24 * 3600.0
+GROWTH = 1.25
 TICK_LOCK_TIMEOUT_S = 10.0
 
 
@@ -68,6 +69,8 @@ def detect(context: dg.SensorEvaluationContext, wh: Warehouse, now: float, since
     limit, max_runs = lane_limits(context.instance)
     running = [s for s in samples if s.started is not None and s.ended is None]
     drafts = []
+    grown = [((s.backfill_id, b.run_id, b.metric), b) for s in found for b in s.breaches
+             if _grown(seen.get((s.backfill_id, b.run_id, b.metric)), b.observed_s, b.status)]
     for s in found:
         new = tuple(b for b in s.breaches if (s.backfill_id, b.run_id, b.metric) not in seen)
         if not new:
@@ -75,11 +78,19 @@ def detect(context: dg.SensorEvaluationContext, wh: Warehouse, now: float, since
         window = fmt.short_window(k for r in s.backfill_runs for k in window_keys(tags.get(r.run_id, {})))
         drafts.append(Incident(0, "", s.backfill_id, window, _utc(now), tuple(r.run_id for r in s.backfill_runs),
                                sum(r.lane == "backfill" for r in running), limit, len(running), max_runs, new))
-    if not drafts:
+    if not drafts and not grown:
         return []
     with wh.writer(timeout_s=TICK_LOCK_TIMEOUT_S) as con:
+        for key, b in grown:
+            incidents.grow(con, key, b.observed_s, b.status)
         recorded = [incidents.record(con, d) for d in drafts]
     return [r for r in recorded if r is not None]
+
+
+def _grown(recorded: tuple[float, str] | None, observed_s: float, status: str) -> bool:
+    """Worth a write: the run's status moved (its last figure is final once it ends), or its figure grew by
+    GROWTH since recorded (a run waiting an hour is rewritten a few times, not every tick)."""
+    return recorded is not None and (status != recorded[1] or observed_s >= recorded[0] * GROWTH)
 
 
 def message(inc: Incident, links: fmt.Links) -> list[fmt.Message]:

@@ -46,13 +46,24 @@ def exists(con: duckdb.DuckDBPyConnection) -> bool:
     return has_table(con, "audit", TABLE)
 
 
-def known(con: duckdb.DuckDBPyConnection, backfill_ids: Sequence[str]) -> set[tuple[str, str, str]]:
-    """(backfill_id, run_id, metric) already recorded for these backfills."""
+Key = tuple[str, str, str]  # (backfill_id, run_id, metric)
+
+
+def known(con: duckdb.DuckDBPyConnection, backfill_ids: Sequence[str]) -> dict[Key, tuple[float, str]]:
+    """The breaches already recorded for these backfills, with the figure and run status last recorded."""
     if not backfill_ids or not exists(con):
-        return set()
-    rows = con.execute("select backfill_id, run_id, metric from audit.saturation_incidents "
+        return {}
+    rows = con.execute("select backfill_id, run_id, metric, observed_s, run_status from audit.saturation_incidents "
                        "where list_contains($ids, backfill_id)", {"ids": list(backfill_ids)}).fetchall()
-    return {(b, r, m) for b, r, m in rows}
+    return {(b, r, m): (o, st) for b, r, m, o, st in rows}
+
+
+def grow(con: duckdb.DuckDBPyConnection, key: Key, observed_s: float, status: str) -> None:
+    """A recorded breach still growing (the run waits or works on): keep its largest figure and latest status,
+    so the ledger and the SLO report show how bad it got, not how bad it was when first seen."""
+    con.execute("update audit.saturation_incidents set observed_s = greatest(observed_s, $o), run_status = $s "
+                "where backfill_id = $b and run_id = $r and metric = $m",
+                {"o": observed_s, "s": status, "b": key[0], "r": key[1], "m": key[2]})
 
 
 def record(con: duckdb.DuckDBPyConnection, draft: Incident) -> Incident | None:
