@@ -573,3 +573,18 @@ def test_enabling_alerts_on_an_instance_with_a_past_does_not_replay_it(history: 
             monkeypatch.setattr(delivery, "FIRST_TICK_HORIZON_S", -60.0)
     texts = [m.get("text", "") for m in server.messages]
     assert [t.split(" over ")[0] for t in texts] == ["Correction in progress — backfill bf-asset"], texts
+
+
+def test_a_retry_after_one_sensor_met_holds_every_sensor(tmp_path: Path) -> None:
+    """Slack limits the app (one token, one channel), not a sensor: after the lifecycle sensor's 429 with a long
+    Retry-After, the run sensor posts nothing before it either."""
+    from atlasmart_assets.alerts import format as fmt
+    from atlasmart_assets.alerts.delivery import Outbox
+    with SlackServer() as server, dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        server.script = ["ratelimited:60"]
+        first = Outbox(dg.build_sensor_context(instance=instance, cursor=None), _slack(server, max_wait_s=0), "one")
+        assert not first.send("k1", [fmt.Message("one", ())], lambda ts: None)
+        other = Outbox(dg.build_sensor_context(instance=instance, cursor=None), _slack(server, max_wait_s=0), "two")
+        assert other.stopped and not other.send("k2", [fmt.Message("two", ())], lambda ts: None)
+        assert "rate-limited" in other.finish("delivered 0", 1).skip_message
+    assert server.attempts == 1 and server.messages == []

@@ -12,7 +12,7 @@ timed-out request Slack did post: then the message is sent twice, never lost.
 A notice longer than one Slack message is several messages: their `ts` values are journaled one by one under
 `parts`, so a restart resumes at the first part not yet taken. HTTP 429 is honoured: a short Retry-After is
 slept (at most `max_wait_s` per tick), a longer one stops the tick and is kept as `not_before` in the state, so
-no later tick posts before it.
+no later tick posts before it, of this sensor or of any other (`NOT_BEFORE_KEY`: Slack limits the app).
 
 A follow-up about a backfill (its run failed, a check failed, saturation) is a reply in the thread its "started"
 message opens. It waits up to THREAD_WAIT_S for that thread, and longer while the lifecycle sensor, which opens
@@ -41,6 +41,8 @@ FIRST_TICK_HORIZON_S = 24 * 3600.0
 # after a Slack outage the thread comes first, then its replies.
 OPENER_BLOCKED_KEY = "atlasmart/alerts/thread_opener_blocked_since"
 OPENER_WAIT_MAX_S = 6 * 3600.0
+# Slack rate-limits the app (one channel, one token), not a sensor: a Retry-After one sensor met holds them all.
+NOT_BEFORE_KEY = "atlasmart/alerts/not_before"
 
 Commit = Callable[[str], Mapping[str, str] | None]
 
@@ -89,6 +91,8 @@ class Outbox:
         self.error: str | None = None
         self.fallbacks: list[str] = []
         self._threads: dict[str, str | None] = {}
+        shared = self._storage.get_cursor_values({NOT_BEFORE_KEY}).get(NOT_BEFORE_KEY)
+        self._app_not_before = float(shared) if shared else 0.0
 
     @property
     def since(self) -> float:
@@ -97,9 +101,9 @@ class Outbox:
 
     @property
     def not_before(self) -> float | None:
-        """When Slack's last Retry-After ends, if it has not yet."""
-        value = self.state.get("not_before")
-        return float(value) if value and float(value) > self._clock() else None
+        """When Slack's last Retry-After ends (this sensor's, or the app's), if it has not yet."""
+        value = max(float(self.state.get("not_before") or 0.0), self._app_not_before)
+        return value if value > self._clock() else None
 
     @property
     def stopped(self) -> bool:
@@ -165,6 +169,8 @@ class Outbox:
                     self.waited_s += exc.retry_after_s
                     continue
                 self.state["not_before"] = self._clock() + exc.retry_after_s
+                self._app_not_before = max(self._app_not_before, self.state["not_before"])
+                self._storage.set_cursor_values({NOT_BEFORE_KEY: repr(self._app_not_before)})
                 self._journal()
                 return None
             except SlackRefusedBlocks as exc:
