@@ -3,7 +3,9 @@
 It answers like Slack: `ts` values and the channel on success, replies accepted with `thread_ts`, HTTP 429 with
 a `Retry-After` header and `{"ok": false, "error": "ratelimited"}` when rate limited, `invalid_blocks` for a
 message over Block Kit's limits (50 blocks, 3000 characters per section text, 10 fields of 2000, 10 context
-elements), and HTTP 500 or an answer slower than the client's timeout on demand. `script` holds the modes of the next requests
+elements), and HTTP 500 or an answer slower than the client's timeout on demand (`slow`: nothing posted;
+`taken_slow`: posted, but the answer comes after the client gave up). conversations.history and .replies list
+what was posted, with its metadata when asked (`history_error` makes them answer that error, e.g. missing_scope). `script` holds the modes of the next requests
 (`"ratelimited:<s>"` is a 429 with that Retry-After); after it runs out, `mode` answers. `hold_if` picks one message
 to hold unanswered (`held` is set) until the test sets `release`: then it is answered 503 and posts nothing, as a
 request that died with its client (a daemon killed mid-tick) does."""
@@ -22,6 +24,7 @@ OK = "ok"
 RATELIMITED = "ratelimited"
 HTTP_500 = "http500"
 SLOW = "slow"
+TAKEN_SLOW = "taken_slow"
 CHANNEL_ID = "C0ATLASMART"
 MAX_BLOCKS = 50
 MAX_SECTION_CHARS = 3000
@@ -47,6 +50,8 @@ class SlackServer:
     hold_if: Callable[[dict[str, Any]], bool] | None = None
     held: threading.Event = field(default_factory=threading.Event)
     release: threading.Event = field(default_factory=threading.Event)
+    history_error: str | None = None
+    lookups: int = 0
     # (monotonic arrival time, mode, text) of every request to chat.postMessage, in arrival order.
     answered: list[tuple[float, str, str]] = field(default_factory=list)
 
@@ -92,8 +97,10 @@ class SlackServer:
         return True
 
     def accept(self, payload: dict[str, Any]) -> str:
+        """Store a posted message under a `ts` as Slack makes them: the epoch time, unique in the channel."""
         with self._lock:
-            ts = f"1700000000.{len(self.messages) + 1:06d}"
+            last = float(self.messages[-1]["ts"]) if self.messages else 0.0
+            ts = f"{max(time.time(), last + 0.000001):.6f}"
             self.messages.append({**payload, "ts": ts})
             return ts
 
@@ -150,6 +157,9 @@ def _handler(server: SlackServer) -> type[BaseHTTPRequestHandler]:
             server.attempts += 1
             server.attempt_times.append(time.monotonic())
             server.auth_headers.append(self.headers.get("Authorization", ""))
+            if "/api/conversations." in self.path:
+                form = {k: v[0] for k, v in urllib.parse.parse_qs(body).items()}
+                return self._lookup(self.path, form)
             if not self.path.endswith("/api/chat.postMessage"):
                 return self._answer(404, {"ok": False, "error": "unknown_method"})
             if "json" in self.headers.get("Content-Type", ""):
@@ -162,6 +172,10 @@ def _handler(server: SlackServer) -> type[BaseHTTPRequestHandler]:
             if mode.startswith(RATELIMITED):
                 retry_after = mode.partition(":")[2] or str(server.retry_after_s)
                 return self._answer(429, {"ok": False, "error": "ratelimited"}, {"Retry-After": retry_after})
+            if mode == TAKEN_SLOW:
+                server.accept(payload)
+                time.sleep(server.slow_s)
+                return self._answer(504, {"ok": False, "error": "timeout"})
             if mode == SLOW:
                 # Answers after the client gave up, and posts nothing: a timeout that lost the request.
                 time.sleep(server.slow_s)
@@ -182,6 +196,35 @@ def _handler(server: SlackServer) -> type[BaseHTTPRequestHandler]:
             if payload.get("thread_ts"):
                 answer["message"]["thread_ts"] = payload["thread_ts"]
             self._answer(200, answer)
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            self._lookup(self.path, {})
+
+        def _lookup(self, path: str, form: dict[str, str]) -> None:
+            """conversations.history / .replies, as GET (query) or POST (form), the way slack_sdk may send them."""
+            url = urllib.parse.urlparse(path)
+            q = {**{k: v[0] for k, v in urllib.parse.parse_qs(url.query).items()}, **form}
+            method = url.path.rsplit("/", 1)[-1]
+            if method not in ("conversations.history", "conversations.replies"):
+                return self._answer(404, {"ok": False, "error": "unknown_method"})
+            server.lookups += 1
+            if server.history_error:
+                return self._answer(200, {"ok": False, "error": server.history_error})
+            if q.get("channel") != CHANNEL_ID:
+                return self._answer(200, {"ok": False, "error": "channel_not_found"})
+            oldest = float(q.get("oldest") or 0)
+            with server._lock:
+                posted = list(server.messages)
+            if method == "conversations.replies":
+                shown = [m for m in posted if m["ts"] == q.get("ts") or m.get("thread_ts") == q.get("ts")]
+            else:
+                shown = [m for m in posted if not m.get("thread_ts") or m.get("reply_broadcast")]
+            with_meta = q.get("include_all_metadata") in ("1", "true", "True")
+            out = [{"type": "message", "ts": m["ts"], "text": m.get("text"),
+                    **({"thread_ts": m["thread_ts"]} if m.get("thread_ts") else {}),
+                    **({"metadata": m["metadata"]} if with_meta and m.get("metadata") else {})}
+                   for m in reversed(shown) if float(m["ts"]) >= oldest]
+            self._answer(200, {"ok": True, "messages": out, "has_more": False})
 
         def _answer(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
             data = json.dumps(payload).encode()

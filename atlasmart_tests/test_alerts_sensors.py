@@ -277,10 +277,10 @@ def test_the_code_server_reports_an_outage_as_a_failed_evaluation_with_the_reaso
 def test_daemon_killed_mid_tick_resends_nothing_slack_took(warn_defs: dg.Definitions, tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     from atlasmart_assets.alerts.slack import AtlasSlack
-    post = AtlasSlack.post
+    post = AtlasSlack.post_part
     calls = {"n": 0}
 
-    def dies_after_two(self: AtlasSlack, *args: Any, **kw: Any) -> str:
+    def dies_after_two(self: AtlasSlack, *args: Any, **kw: Any) -> tuple[str, str]:
         if calls["n"] == 2:
             raise SystemExit("daemon killed")
         calls["n"] += 1
@@ -288,10 +288,10 @@ def test_daemon_killed_mid_tick_resends_nothing_slack_took(warn_defs: dg.Definit
 
     with SlackServer() as server, dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
         _materialize_tiny(warn_defs, instance, 3)
-        monkeypatch.setattr(AtlasSlack, "post", dies_after_two)
+        monkeypatch.setattr(AtlasSlack, "post_part", dies_after_two)
         with pytest.raises(SystemExit):
             _tick(CHECKS, instance, _slack(server), None, warn_defs)
-        monkeypatch.setattr(AtlasSlack, "post", post)
+        monkeypatch.setattr(AtlasSlack, "post_part", post)
         assert len(server.messages) == 2
         cursor = _tick(CHECKS, instance, _slack(server), None, warn_defs).cursor
         _tick(CHECKS, instance, _slack(server), cursor, warn_defs)
@@ -588,3 +588,35 @@ def test_a_retry_after_one_sensor_met_holds_every_sensor(tmp_path: Path) -> None
         assert other.stopped and not other.send("k2", [fmt.Message("two", ())], lambda ts: None)
         assert "rate-limited" in other.finish("delivered 0", 1).skip_message
     assert server.attempts == 1 and server.messages == []
+
+
+@pytest.mark.parametrize("history_error", [None, "missing_scope"])
+def test_a_post_slack_took_whose_answer_was_lost_is_found_not_posted_twice(tmp_path: Path,
+                                                                           history_error: str | None) -> None:
+    """Slack posts the message but its answer comes after the client gave up. The next tick asks Slack (history,
+    by the part's metadata) before posting again: the message stays single, and its reply goes in its thread.
+    Without the history scope it cannot ask: it posts again (twice rather than lost) and says so."""
+    from slack_server import TAKEN_SLOW
+
+    from atlasmart_assets.alerts import format as fmt
+    from atlasmart_assets.alerts.delivery import Outbox, SlackUnavailable
+    with SlackServer(slow_s=2.5, history_error=history_error) as server, \
+            dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        def outbox(cursor: str | None) -> Outbox:
+            return Outbox(dg.build_sensor_context(instance=instance, cursor=cursor), _slack(server), "probe")
+
+        box = outbox(None)
+        assert box.send("earlier", [fmt.Message("an earlier alert", ())], lambda ts: None)  # learns the channel id
+        server.script = [TAKEN_SLOW]
+        two_parts = [fmt.Message("part one", ()), fmt.Message("part two", ())]
+        assert not box.send("notice", two_parts, lambda ts: None)
+        with pytest.raises(SlackUnavailable):
+            box.finish("delivered 1", 1)
+        again = outbox(None)  # the cursor was not saved (the tick raised): the journal carries on
+        assert again.send("notice", two_parts, lambda ts: None)
+    texts = [m["text"] for m in server.messages]
+    if history_error is None:
+        assert texts == ["an earlier alert", "part one", "part two"] and server.lookups == 1
+        assert server.messages[2]["thread_ts"] == server.messages[1]["ts"], "part two replies to the one part one"
+    else:
+        assert texts == ["an earlier alert", "part one", "part one", "part two"] and server.lookups == 1

@@ -29,7 +29,13 @@ import dagster as dg
 
 from atlasmart_assets.alerts import format as fmt
 from atlasmart_assets.alerts.common import dump_cursor, load_cursor
-from atlasmart_assets.alerts.slack import AtlasSlack, SlackPostError, SlackRateLimited, SlackRefusedBlocks
+from atlasmart_assets.alerts.slack import (
+    AtlasSlack,
+    SlackPostError,
+    SlackRateLimited,
+    SlackRefusedBlocks,
+    SlackUnanswered,
+)
 
 JOURNAL_KEY = "atlasmart/alerts/journal/{sensor}"
 THREAD_KEY = "atlasmart/alerts/thread/{backfill_id}"
@@ -43,6 +49,10 @@ OPENER_BLOCKED_KEY = "atlasmart/alerts/thread_opener_blocked_since"
 OPENER_WAIT_MAX_S = 6 * 3600.0
 # Slack rate-limits the app (one channel, one token), not a sensor: a Retry-After one sensor met holds them all.
 NOT_BEFORE_KEY = "atlasmart/alerts/not_before"
+# The channel's id, from Slack's answer to a post: reading history needs the id, not the name.
+CHANNEL_KEY = "atlasmart/alerts/channel_id"
+# How far before an unanswered post its lookup reads (clock skew between this host and Slack).
+LOOKBACK_S = 120.0
 
 Commit = Callable[[str], Mapping[str, str] | None]
 
@@ -91,6 +101,7 @@ class Outbox:
         self.error: str | None = None
         self.fallbacks: list[str] = []
         self._threads: dict[str, str | None] = {}
+        self._channel_id = ""
         shared = self._storage.get_cursor_values({NOT_BEFORE_KEY}).get(NOT_BEFORE_KEY)
         self._app_not_before = float(shared) if shared else 0.0
 
@@ -146,7 +157,8 @@ class Outbox:
         sent = list(parts.get(key, []))
         for i in range(len(sent), len(messages)):
             reply_to = thread_ts or (sent[0] if sent else None)
-            ts = self._post(messages[i], reply_to, broadcast and i == 0)
+            part = f"{key}#{i}"
+            ts = self._already_posted(part, reply_to) or self._post(messages[i], reply_to, broadcast and i == 0, part)
             if ts is None:
                 return False
             sent.append(ts)
@@ -159,10 +171,37 @@ class Outbox:
         self._journal(extra)
         return True
 
-    def _post(self, message: fmt.Message, thread_ts: str | None, broadcast: bool) -> str | None:
+    def _already_posted(self, part: str, thread_ts: str | None) -> str | None:
+        """A part whose post went unanswered (a timeout): look for it in Slack before posting it again. If Slack
+        cannot be asked (no history scope, no channel id yet), it is posted again: twice rather than lost."""
+        unanswered: dict[str, float] = self.state.get("unanswered", {})
+        if part not in unanswered or self.stopped:
+            return None
+        channel = self._storage.get_cursor_values({CHANNEL_KEY}).get(CHANNEL_KEY) or ""
+        found = None
+        if channel:
+            try:
+                found = self._slack.find_part(part, channel, unanswered[part] - LOOKBACK_S, thread_ts)
+            except SlackPostError as exc:
+                self._context.log.warning(f"could not check whether Slack took {part} before its answer was lost "
+                                          f"({exc}); posting it again")
+        unanswered.pop(part)
+        self._journal()
+        return found
+
+    def _post(self, message: fmt.Message, thread_ts: str | None, broadcast: bool, part: str) -> str | None:
         while True:
             try:
-                return self._slack.post(message, thread_ts, broadcast)
+                ts, channel = self._slack.post_part(message, thread_ts, broadcast, part)
+                if channel and channel != self._channel_id:
+                    self._channel_id = channel
+                    self._storage.set_cursor_values({CHANNEL_KEY: channel})
+                return ts
+            except SlackUnanswered as exc:
+                self.state.setdefault("unanswered", {})[part] = self._clock()
+                self.error = str(exc)
+                self._journal()
+                return None
             except SlackRateLimited as exc:
                 if self.waited_s + exc.retry_after_s <= self._slack.max_wait_s:
                     self._sleep(exc.retry_after_s)

@@ -26,11 +26,16 @@ MAX_RETRY_AFTER_S = 3600.0
 DEFAULT_RETRY_AFTER_S = 30.0
 NO_TOKEN_REASON = f"Slack alerts are off: {TOKEN_ENV} is not set (set it and reload the code location)."
 # Answers that refuse this message's blocks, not the channel: the message is re-sent as plain text instead.
+PART_EVENT = "atlasmart_alert"  # message metadata naming which alert part a message is
 REFUSED_BLOCKS = {"invalid_blocks", "invalid_blocks_format", "msg_too_long", "too_many_attachments"}
 
 
 class SlackPostError(RuntimeError):
     """Slack did not accept a message (error answer, HTTP error or timeout); the alert stays pending."""
+
+
+class SlackUnanswered(SlackPostError):
+    """The request went out but no answer came back (a timeout, a dropped connection): Slack may have posted it."""
 
 
 class SlackRateLimited(SlackPostError):
@@ -90,10 +95,19 @@ class AtlasSlack(SlackResource):
                          retry_handlers=[])
 
     def post(self, message: fmt.Message, thread_ts: str | None = None, broadcast: bool = False) -> str:
-        """Post one message (as a reply when thread_ts is given) and return its `ts`. Raises SlackRateLimited,
-        SlackRefusedBlocks or SlackPostError (never containing the token) when Slack did not take it."""
+        """Post one message (as a reply when thread_ts is given) and return its `ts`."""
+        return self.post_part(message, thread_ts, broadcast)[0]
+
+    def post_part(self, message: fmt.Message, thread_ts: str | None = None, broadcast: bool = False,
+                  part: str | None = None) -> tuple[str, str]:
+        """Post one message and return its (`ts`, channel id). `part` names it in the message's metadata, so a post
+        whose answer was lost can be found again (find_part) instead of posted twice. Raises SlackRateLimited,
+        SlackRefusedBlocks, SlackUnanswered or SlackPostError (never containing the token) when Slack did not take
+        it, or (SlackUnanswered) may have."""
         kwargs: dict[str, object] = {"channel": self.channel, "text": message.text, "unfurl_links": False,
                                      "unfurl_media": False}
+        if part:
+            kwargs["metadata"] = {"event_type": PART_EVENT, "event_payload": {"part": part}}
         if message.blocks:
             kwargs["blocks"] = [dict(b) for b in message.blocks]
         if thread_ts:
@@ -109,12 +123,33 @@ class AtlasSlack(SlackResource):
             if error in REFUSED_BLOCKS:
                 raise SlackRefusedBlocks(f"Slack answered error={error!r}") from None
             raise SlackPostError(f"Slack answered HTTP {status} error={error!r}") from None
-        except Exception as exc:  # noqa: BLE001 - every transport failure means "not delivered"
-            raise SlackPostError(_scrub(f"{type(exc).__name__}: {exc}", self.token)) from None
+        except Exception as exc:  # noqa: BLE001 - no answer: not delivered as far as we know, maybe posted
+            raise SlackUnanswered(_scrub(f"{type(exc).__name__}: {exc}", self.token)) from None
         ts = answer.get("ts")
         if not answer.get("ok", False) or not ts:
             raise SlackPostError(f"Slack answered error={answer.get('error')!r}")
-        return str(ts)
+        return str(ts), str(answer.get("channel") or "")
+
+    def find_part(self, part: str, channel_id: str, oldest: float, thread_ts: str | None = None) -> str | None:
+        """The `ts` of the message posted as `part` since `oldest` (epoch seconds), if Slack has it: read with
+        conversations.history (or .replies, in a thread), which needs the app's `channels:history` scope
+        (`groups:history` for a private channel). Raises SlackPostError when Slack cannot be asked."""
+        params: dict[str, object] = {"channel": channel_id, "oldest": f"{oldest:.6f}", "limit": 200,
+                                     "include_all_metadata": True}
+        try:
+            client = self.get_client()
+            answer = (client.conversations_replies(ts=thread_ts, **params) if thread_ts  # type: ignore[arg-type]
+                      else client.conversations_history(**params))  # type: ignore[arg-type]
+        except SlackApiError as exc:
+            error = exc.response.get("error") if isinstance(exc.response.data, dict) else None
+            raise SlackPostError(f"Slack answered HTTP {exc.response.status_code} error={error!r}") from None
+        except Exception as exc:  # noqa: BLE001
+            raise SlackPostError(_scrub(f"{type(exc).__name__}: {exc}", self.token)) from None
+        for m in answer.get("messages") or []:
+            meta = m.get("metadata") or {}
+            if meta.get("event_type") == PART_EVENT and (meta.get("event_payload") or {}).get("part") == part:
+                return str(m["ts"])
+        return None
 
     def run_url(self, run_id: str) -> str:
         return self.links.run(run_id)
