@@ -161,6 +161,7 @@ class Outbox:
             ts = self._already_posted(part, reply_to) or self._post(messages[i], reply_to, broadcast and i == 0, part)
             if ts is None:
                 return False
+            self.state.get("unanswered", {}).pop(part, None)
             sent.append(ts)
             if i < len(messages) - 1:
                 parts[key] = sent
@@ -185,8 +186,6 @@ class Outbox:
             except SlackPostError as exc:
                 self._context.log.warning(f"could not check whether Slack took {part} before its answer was lost "
                                           f"({exc}); posting it again")
-        unanswered.pop(part)
-        self._journal()
         return found
 
     def _post(self, message: fmt.Message, thread_ts: str | None, broadcast: bool, part: str) -> str | None:
@@ -198,7 +197,8 @@ class Outbox:
                     self._storage.set_cursor_values({CHANNEL_KEY: channel})
                 return ts
             except SlackUnanswered as exc:
-                self.state.setdefault("unanswered", {})[part] = self._clock()
+                # The first unanswered try is where a later lookup starts, however many tries failed since.
+                self.state.setdefault("unanswered", {}).setdefault(part, self._clock())
                 self.error = str(exc)
                 self._journal()
                 return None
