@@ -79,7 +79,7 @@ def _audits(findings: list[Finding], files: list[RawFile]) -> list[Audit]:
 
 
 PHASES = (("parse", 0.5), ("profile", 0.3), ("append", 0.2))
-# Days appended per warehouse transaction (20,000 lines a day: about 0.6 M rows, well under a second's hold).
+# Days appended per warehouse transaction (at 20,000 lines a day, about 0.6 M rows each).
 APPEND_CHUNK_DAYS = 31
 
 

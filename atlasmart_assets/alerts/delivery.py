@@ -5,9 +5,10 @@ mid-tick nor a tick that raises (how a Slack outage is made visible: the tick sh
 re-sends what Slack already took, every accepted message is also journaled at once in the instance's
 key-value store (`instance.daemon_cursor_storage`, the table Dagster keeps its own daemon cursors in):
 `{"from": <gen of the cursor the tick started from>, "state": <the state after the message>}`. A tick starts
-from the journal when it continues the cursor Dagster holds (same `gen`), else from the cursor. The one
-remaining window is a crash between Slack's answer and that single key-value write (milliseconds), or a
-timed-out request Slack did post: then the message is sent twice, never lost.
+from the journal when it continues the cursor Dagster holds (same `gen`), else from the cursor. A request that
+got no answer may still have been posted: it is looked up in Slack (by the part named in its metadata) before it
+is posted again. The one remaining window is a crash between Slack's answer and that single key-value write
+(milliseconds): then the message is sent twice, never lost.
 
 A notice longer than one Slack message is several messages: their `ts` values are journaled one by one under
 `parts`, so a restart resumes at the first part not yet taken. HTTP 429 is honoured: a short Retry-After is
@@ -101,9 +102,9 @@ class Outbox:
         self.error: str | None = None
         self.fallbacks: list[str] = []
         self._threads: dict[str, str | None] = {}
-        self._channel_id = ""
-        shared = self._storage.get_cursor_values({NOT_BEFORE_KEY}).get(NOT_BEFORE_KEY)
-        self._app_not_before = float(shared) if shared else 0.0
+        shared = self._storage.get_cursor_values({NOT_BEFORE_KEY, CHANNEL_KEY})
+        self._app_not_before = float(shared.get(NOT_BEFORE_KEY) or 0.0)
+        self._channel_id = shared.get(CHANNEL_KEY) or ""
 
     @property
     def since(self) -> float:
@@ -178,11 +179,10 @@ class Outbox:
         unanswered: dict[str, float] = self.state.get("unanswered", {})
         if part not in unanswered or self.stopped:
             return None
-        channel = self._storage.get_cursor_values({CHANNEL_KEY}).get(CHANNEL_KEY) or ""
         found = None
-        if channel:
+        if self._channel_id:
             try:
-                found = self._slack.find_part(part, channel, unanswered[part] - LOOKBACK_S, thread_ts)
+                found = self._slack.find_part(part, self._channel_id, unanswered[part] - LOOKBACK_S, thread_ts)
             except SlackPostError as exc:
                 self._context.log.warning(f"could not check whether Slack took {part} before its answer was lost "
                                           f"({exc}); posting it again")

@@ -206,15 +206,19 @@ def day_ranges(keys: Iterable[str]) -> list[tuple[str, str]]:
     return ranges
 
 
+def _range_texts(keys: Iterable[str]) -> list[str]:
+    return [a if a == b else f"{a}..{b}" for a, b in day_ranges(keys)]
+
+
 def window_text(keys: Iterable[str]) -> str:
     """Partition keys as ranges: '2026-09-01..2026-09-03, 2026-09-06' ('' for none)."""
-    return ", ".join(a if a == b else f"{a}..{b}" for a, b in day_ranges(keys))
+    return ", ".join(_range_texts(keys))
 
 
 def short_window(keys: Iterable[str], limit: int = RANGES_SHOWN) -> str:
     """window_text for a message's line: a scattered window (hundreds of single days) shows its first ranges and
     its last, and how many there are, so the line stays within Slack's limits; the UI has the whole window."""
-    ranges = [a if a == b else f"{a}..{b}" for a, b in day_ranges(keys)]
+    ranges = _range_texts(keys)
     if len(ranges) <= limit:
         return ", ".join(ranges)
     return f"{', '.join(ranges[:limit - 1])}, …, {ranges[-1]} ({len(ranges)} ranges)"
@@ -586,7 +590,8 @@ def rolled_back(run_id: str, reason: str | None, changes: Sequence[PartitionChan
         blocks += _sections([change_line(c, asset, links) for c in changes], head="*Restored:*")
     if notice:
         blocks += _context([_notice_line(notice)])
-    fallback = [f"Rolled back {esc(window)} — undoes {', '.join(one_line(b) for b in undone) or 'an earlier publication'}",
+    undone_plain = ", ".join(one_line(b) for b in undone) or "an earlier publication"
+    fallback = [f"Rolled back {esc(window)} — undoes {undone_plain}",
                 f"Reason: {one_line(reason) if reason else NO_REASON}", f"Run: {links.run(run_id)}"]
     return _messages(fallback, blocks)
 
@@ -683,8 +688,8 @@ def _age(seconds: float) -> str:
 
 def stale_flags(f: StaleFlag, view: str, asset: str, links: Links) -> list[Message]:
     status = esc(f.run_status) if f.run_status else "unknown to this Dagster instance"
-    head = (f":warning: *Correction flag left behind* — {len(f.days)} day(s) *{esc(short_window(f.days))}* still show "
-            f"`correction_in_progress` on `{esc(view)}`, {_age(f.age_s)} after run "
+    head = (f":warning: *Correction flag left behind* — {len(f.days)} day(s) *{esc(short_window(f.days))}* "
+            f"still show `correction_in_progress` on `{esc(view)}`, {_age(f.age_s)} after run "
             f"{link(links.run(f.run_id), f.run_id[:8])} set them; that run is {status}")
     pairs = [("Days", _days_linked(list(f.days), asset, links)), ("Run", f"{link(links.run(f.run_id), f.run_id[:8])} "
                                                                       f"({status})"),
@@ -697,8 +702,8 @@ def stale_flags(f: StaleFlag, view: str, asset: str, links: Links) -> list[Messa
                            *_sections(["Nothing is correcting these days: readers see a correction in progress that is "
                                        "not happening. The sensor `atlasmart_clear_correction_flags` clears the flags "
                                        "of ended runs on each tick and has not: check that it is running and that its "
-                                       "ticks succeed (a tick fails while another process holds the warehouse). The next run "
-                                       "of the daily job also clears them when it starts."])]
+                                       "ticks succeed (a tick fails while another process holds the warehouse). The "
+                                       "next run of the daily job also clears them when it starts."])]
     fallback = [f"Correction flag left behind — {esc(short_window(f.days))} still flagged {_age(f.age_s)} after run "
                 f"{esc(f.run_id)} ({status}) set it", f"Run: {links.run(f.run_id)}"]
     return _messages(fallback, blocks)

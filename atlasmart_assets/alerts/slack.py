@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-
 import os
 import urllib.parse
 from pathlib import Path
@@ -25,8 +24,8 @@ DEFAULT_UI_BASE_URL = "http://localhost:3000"
 MAX_RETRY_AFTER_S = 3600.0
 DEFAULT_RETRY_AFTER_S = 30.0
 NO_TOKEN_REASON = f"Slack alerts are off: {TOKEN_ENV} is not set (set it and reload the code location)."
-# Answers that refuse this message's blocks, not the channel: the message is re-sent as plain text instead.
 PART_EVENT = "atlasmart_alert"  # message metadata naming which alert part a message is
+# Answers that refuse this message's blocks, not the channel: the message is re-sent as plain text instead.
 REFUSED_BLOCKS = {"invalid_blocks", "invalid_blocks_format", "msg_too_long", "too_many_attachments"}
 
 
@@ -116,8 +115,7 @@ class AtlasSlack(SlackResource):
         try:
             answer = self.get_client().chat_postMessage(**kwargs)  # type: ignore[arg-type]
         except SlackApiError as exc:
-            status = exc.response.status_code
-            error = exc.response.get("error") if isinstance(exc.response.data, dict) else None
+            status, error = exc.response.status_code, _api_error(exc)
             if status == 429 or error == "ratelimited":
                 raise SlackRateLimited(_retry_after(exc.response.headers)) from None
             if error in REFUSED_BLOCKS:
@@ -141,8 +139,7 @@ class AtlasSlack(SlackResource):
             answer = (client.conversations_replies(ts=thread_ts, **params) if thread_ts  # type: ignore[arg-type]
                       else client.conversations_history(**params))  # type: ignore[arg-type]
         except SlackApiError as exc:
-            error = exc.response.get("error") if isinstance(exc.response.data, dict) else None
-            raise SlackPostError(f"Slack answered HTTP {exc.response.status_code} error={error!r}") from None
+            raise SlackPostError(f"Slack answered HTTP {exc.response.status_code} error={_api_error(exc)!r}") from None
         except Exception as exc:  # noqa: BLE001
             raise SlackPostError(_scrub(f"{type(exc).__name__}: {exc}", self.token)) from None
         for m in answer.get("messages") or []:
@@ -159,6 +156,11 @@ class AtlasSlack(SlackResource):
         if not self.notice_base_url:
             return str(path)
         return f"{self.notice_base_url.rstrip('/')}/{urllib.parse.quote(path.name)}"
+
+
+def _api_error(exc: SlackApiError) -> str | None:
+    """Slack's `error` field of an error answer (None when the body was not JSON)."""
+    return exc.response.get("error") if isinstance(exc.response.data, dict) else None
 
 
 def _scrub(text: str, token: str) -> str:

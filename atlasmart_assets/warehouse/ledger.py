@@ -170,21 +170,22 @@ def _copy_to_history(con: duckdb.DuckDBPyConnection, versions: dict[str, str], w
                     window.params)
 
 
-def _precopied(con: duckdb.DuckDBPyConnection, versions: dict[str, str]) -> set[str]:
-    """The partitions whose given version history already holds (copied ahead of a publish)."""
+def _split_precopied(con: duckdb.DuckDBPyConnection,
+                     versions: dict[str, str]) -> tuple[set[str], dict[str, str]]:
+    """(the partitions whose given version history already holds, copied ahead of a publish; the versions not yet
+    copied)."""
     versions_table(con, "asked", versions)
     rows = con.execute("select partition_date from audit.history_precopies join asked "
                        "using (partition_date, publication_id)").fetchall()
-    return {r[0].isoformat() for r in rows}
+    done = {r[0].isoformat() for r in rows}
+    return done, {p: v for p, v in versions.items() if p not in done}
 
 
 def precopy(con: duckdb.DuckDBPyConnection, window: Window, run_id: str) -> None:
     """Copy the current version of each partition of the window into history ahead of the publish that will
     supersede it, and record it in audit.history_precopies (one transaction: the caller's, so the tables and the
     ledger read agree). A version already copied is not copied again."""
-    versions = {c.partition: c.publication_id for c in current(con, window).values()}
-    done = _precopied(con, versions)
-    todo = {p: v for p, v in versions.items() if p not in done}
+    _, todo = _split_precopied(con, {c.partition: c.publication_id for c in current(con, window).values()})
     if not todo:
         return
     _copy_to_history(con, todo, window)
@@ -198,8 +199,7 @@ def retire(con: duckdb.DuckDBPyConnection, before: dict[str, Current], window: W
     if not before:
         return
     versions = {c.partition: c.publication_id for c in before.values()}
-    done = _precopied(con, versions)
-    todo = {p: v for p, v in versions.items() if p not in done}
+    done, todo = _split_precopied(con, versions)
     if todo:
         _copy_to_history(con, todo, window)
     if done:

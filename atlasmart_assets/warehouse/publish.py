@@ -45,8 +45,8 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
     sources = sources or {layer.table: layer.candidate for layer in ledger.LAYERS}
     pub_id = ledger.new_publication_id(kind)
     if expected:
-        # The versions this publish supersedes go to history first, in their own short transaction: the commit's
-        # lock hold (what the current lane may wait on) then holds no copy. If the commit never happens, the copy
+        # The versions this publish supersedes go to history first, in their own transaction: the commit's lock
+        # hold (what the current lane may wait on) then holds no copy. If the commit never happens, the copy
         # stays recorded and the next publish reuses it.
         with wh.writer(stats) as con, transaction(con):
             ledger.precopy(con, window, run.run_id)
