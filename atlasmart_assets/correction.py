@@ -19,7 +19,7 @@ from atlasmart_assets.scope import RunScope
 from atlasmart_assets.warehouse import flags, ledger
 from atlasmart_assets.warehouse.connection import LockStats, attach, attach_waiting
 from atlasmart_assets.warehouse.ledger import Current, DayCandidate, Publication
-from atlasmart_assets.warehouse.publish import publish
+from atlasmart_assets.warehouse.publish import collect_abandoned, publish
 
 STAGED_UNIQUE = "staged_order_lines_line_id_unique"
 CANDIDATE_UNIQUE = "fct_order_lines_candidate_line_id_unique"
@@ -163,13 +163,15 @@ def _cross_day_duplicates(wh: Warehouse, scope: RunScope, con: duckdb.DuckDBPyCo
 
 def _take_window(wh: Warehouse, scope: RunScope, stats: LockStats, run_finished: Callable[[str], bool],
                  ref: reference.Reference) -> None:
-    """Flags of crashed runs are cleared here, without waiting for a sensor; a backfill then flags its window.
-    The reference evidence this run applies is recorded at its first sighting (it is immutable from then on)."""
+    """Flags of crashed runs are cleared here, without waiting for a sensor, and the rows they wrote ahead of a
+    commit that never came are dropped; a backfill then flags its window. The reference evidence this run applies
+    is recorded at its first sighting (it is immutable from then on)."""
     with wh.writer(stats) as con:
         reference.record_first_sightings(con, ref, scope.run.run_id)
         for run_id in flags.held_by(con):
             if run_id != scope.run.run_id and run_finished(run_id):
                 flags.clear(con, run_id)
+        collect_abandoned(con, lambda run_id: run_id != scope.run.run_id and run_finished(run_id))
         if scope.is_backfill:
             flags.mark(con, scope.window, scope.run)
 

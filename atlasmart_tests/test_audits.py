@@ -129,7 +129,9 @@ def test_published_checks_catch_another_writer(env, published) -> None:
     wh = Warehouse()
     assert published_fact_unique(wh, window).passed and published_mart_matches_fact(wh, window).passed
     with wh.writer() as con:
-        con.execute("insert into fact.fct_order_lines select * from fact.fct_order_lines "
+        # Another writer adds a row to the version the ledger points at (the published table is a view of it).
+        con.execute("insert into versions.fct_order_lines select * from versions.fct_order_lines "
+                    "semi join audit.current_publications using (partition_date, publication_id) "
                     "where partition_date = '2026-09-19' limit 1")
         con.execute("update mart.revenue_daily set gmv = gmv + 1 where partition_date = '2026-09-20'")
     dup, drift = published_fact_unique(wh, window), published_mart_matches_fact(wh, window)

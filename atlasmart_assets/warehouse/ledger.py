@@ -1,4 +1,5 @@
-"""The ledger (audit.publications) and retained history: what is published now, what each publication changed."""
+"""The ledger (audit.publications) and the versions it points at: what is published now, what each publication
+changed, and the superseded versions retained for a rollback."""
 
 from __future__ import annotations
 
@@ -22,19 +23,28 @@ MART_COLUMNS = ("partition_date", "country", "tier", "lines", "orders", "units",
 
 @dataclass(frozen=True)
 class Layer:
-    """A published table, its columns, and where its superseded rows are retained."""
+    """A published table, its columns, and where its superseded rows are retained.
+
+    A versioned layer (`store` set) keeps every version's rows in `store` under their publication id; `table` and
+    `history` are views of it (the version the ledger points at, and the other retained ones). The mart is small
+    and stays a table: its superseded rows are copied into `history` by the commit."""
 
     table: str
     columns: tuple[str, ...]
     history: str
     candidate: str
+    store: str | None = None
 
 
 LAYERS = (
-    Layer("staged.order_lines", STAGED_COLUMNS, "history.staged_order_lines", "candidate.staged_order_lines"),
-    Layer("fact.fct_order_lines", FACT_COLUMNS, "history.fct_order_lines", "candidate.fct_order_lines"),
+    Layer("staged.order_lines", STAGED_COLUMNS, "history.staged_order_lines", "candidate.staged_order_lines",
+          "versions.staged_order_lines"),
+    Layer("fact.fct_order_lines", FACT_COLUMNS, "history.fct_order_lines", "candidate.fct_order_lines",
+          "versions.fct_order_lines"),
     Layer("mart.revenue_daily", MART_COLUMNS, "history.revenue_daily", "candidate.revenue_daily"),
 )
+VERSIONED = tuple(layer for layer in LAYERS if layer.store)
+COPIED = tuple(layer for layer in LAYERS if not layer.store)
 
 
 @dataclass(frozen=True)
@@ -161,61 +171,42 @@ def versions_table(con: duckdb.DuckDBPyConnection, name: str, versions: dict[str
                     [(dt.date.fromisoformat(p), v) for p, v in versions.items()])
 
 
-def _copy_to_history(con: duckdb.DuckDBPyConnection, versions: dict[str, str], window: Window) -> None:
-    versions_table(con, "superseded", versions)
-    for layer in LAYERS:
+def write_version(con: duckdb.DuckDBPyConnection, layer: Layer, pub_id: str, source: str, start: dt.date,
+                  end: dt.date) -> None:
+    """Write `source`'s rows of [start, end] into the layer's store under `pub_id` (ahead of the commit: no reader
+    sees a version before the ledger points at it)."""
+    cols = ", ".join(layer.columns)
+    con.execute(f"insert into {layer.store} select $pub, {cols} from {source} "
+                "where partition_date between $start and $end", {"pub": pub_id, "start": start, "end": end})
+
+
+def retire(con: duckdb.DuckDBPyConnection, before: dict[str, Current], window: Window) -> None:
+    """Keep the superseded mart rows of each partition under their publication id, so the change can be undone
+    (a versioned layer's superseded rows stay where they are)."""
+    if not before:
+        return
+    versions_table(con, "superseded", {c.partition: c.publication_id for c in before.values()})
+    for layer in COPIED:
         cols = ", ".join(f"t.{c}" for c in layer.columns)
         con.execute(f"insert into {layer.history} select s.publication_id, {cols} from {layer.table} t "
                     "join superseded s using (partition_date) where t.partition_date between $start and $end",
                     window.params)
 
 
-def _split_precopied(con: duckdb.DuckDBPyConnection,
-                     versions: dict[str, str]) -> tuple[set[str], dict[str, str]]:
-    """(the partitions whose given version history already holds, copied ahead of a publish; the versions not yet
-    copied)."""
-    versions_table(con, "asked", versions)
-    rows = con.execute("select partition_date from audit.history_precopies join asked "
-                       "using (partition_date, publication_id)").fetchall()
-    done = {r[0].isoformat() for r in rows}
-    return done, {p: v for p, v in versions.items() if p not in done}
-
-
-def precopy(con: duckdb.DuckDBPyConnection, window: Window, run_id: str) -> None:
-    """Copy the current version of each partition of the window into history ahead of the publish that will
-    supersede it, and record it in audit.history_precopies (one transaction: the caller's, so the tables and the
-    ledger read agree). A version already copied is not copied again."""
-    _, todo = _split_precopied(con, {c.partition: c.publication_id for c in current(con, window).values()})
-    if not todo:
-        return
-    _copy_to_history(con, todo, window)
-    con.executemany("insert into audit.history_precopies (partition_date, publication_id, run_id) values (?, ?, ?)",
-                    [(dt.date.fromisoformat(p), v, run_id) for p, v in todo.items()])
-
-
-def retire(con: duckdb.DuckDBPyConnection, before: dict[str, Current], window: Window) -> None:
-    """Keep the superseded rows of each partition under their publication id, so the change can be undone: those
-    not copied ahead (precopy) are copied now; the precopy records of the rest are settled."""
-    if not before:
-        return
-    versions = {c.partition: c.publication_id for c in before.values()}
-    done, todo = _split_precopied(con, versions)
-    if todo:
-        _copy_to_history(con, todo, window)
-    if done:
-        con.executemany("delete from audit.history_precopies where partition_date = ? and publication_id = ?",
-                        [(dt.date.fromisoformat(p), versions[p]) for p in sorted(done)])
-
-
-def prune_history(con: duckdb.DuckDBPyConnection, retain: int, window: Window) -> set[str]:
-    """Drop superseded rows beyond the retention setting; returns the latest `retain` publication ids overall
-    (the extract versions worth keeping on disk)."""
+def _keep(con: duckdb.DuckDBPyConnection, retain: int, start: dt.date, end: dt.date) -> None:
+    """temp table keep: per partition of [start, end], its current publication and the `retain` before it."""
     con.execute(
         "create or replace temp table keep as select partition_date, publication_id from ("
         " select partition_date, publication_id, row_number() over (partition by partition_date order by seq desc) as n"
         " from audit.publications where partition_date between $start and $end) where n <= $retain",
-        {**window.params, "retain": retain + 1})
-    for layer in LAYERS:
+        {"start": start, "end": end, "retain": retain + 1})
+
+
+def prune_history(con: duckdb.DuckDBPyConnection, retain: int, window: Window) -> set[str]:
+    """Drop superseded mart rows beyond the retention setting (in the commit: they are few); returns the latest
+    `retain` publication ids overall (the extract versions worth keeping on disk)."""
+    _keep(con, retain, window.start, window.end)
+    for layer in COPIED:
         con.execute(f"delete from {layer.history} h where h.partition_date between $start and $end and not exists "
                     "(select 1 from keep k where k.partition_date = h.partition_date "
                     "and k.publication_id = h.publication_id)", window.params)
@@ -224,15 +215,47 @@ def prune_history(con: duckdb.DuckDBPyConnection, retain: int, window: Window) -
     return {r[0] for r in last}
 
 
+def prune_versions(con: duckdb.DuckDBPyConnection, retain: int, start: dt.date, end: dt.date) -> int:
+    """Drop versioned rows of [start, end] beyond the retention setting. Only versions the ledger knows are
+    considered (a publish in progress writes rows the ledger does not name yet); never the current one, so no
+    reader of the published tables sees this. Returns the rows dropped."""
+    _keep(con, retain, start, end)
+    dropped = 0
+    for layer in VERSIONED:
+        dropped += con.execute(
+            f"delete from {layer.store} v where v.partition_date between $start and $end "
+            "and exists (select 1 from audit.publications p where p.partition_date = v.partition_date "
+            "and p.publication_id = v.publication_id) and not exists (select 1 from keep k "
+            "where k.partition_date = v.partition_date and k.publication_id = v.publication_id)",
+            {"start": start, "end": end}).fetchone()[0]
+    return dropped
+
+
+def drop_versions(con: duckdb.DuckDBPyConnection, pub_ids: list[str]) -> None:
+    """Remove the written-ahead rows of publications that never committed, and their pending records."""
+    if not pub_ids:
+        return
+    for layer in VERSIONED:
+        con.execute(f"delete from {layer.store} where publication_id in (select unnest($ids)) "
+                    "and publication_id not in (select publication_id from audit.publications)", {"ids": pub_ids})
+    con.execute("delete from audit.pending_versions where publication_id in (select unnest($ids))", {"ids": pub_ids})
+
+
+def pending_versions(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """publication_id -> run_id of every publish that wrote rows ahead and has not committed (or died)."""
+    return dict(con.execute("select publication_id, run_id from audit.pending_versions").fetchall())
+
+
 def erase_earlier_versions(con: duckdb.DuckDBPyConnection, pub_id: str, days: dict[str, list[str]]) -> None:
     """A publication applying a deletion request to a day: no retained prior version of that day may hold the
-    subject, so the day's superseded rows are dropped from history and the ledger's earlier extract bytes erased
-    (the ledger rows stay: who, when, why, hashes). Rolling back past this publication is then refused."""
+    subject, so the day's other versions are dropped and the ledger's earlier extract bytes erased (the ledger rows
+    stay: who, when, why, hashes). Rolling back past this publication is then refused."""
     for day, requests in sorted(days.items()):
         params = {"d": dt.date.fromisoformat(day), "pub": pub_id}
-        for layer in LAYERS:
+        for layer in VERSIONED:
+            con.execute(f"delete from {layer.store} where partition_date = $d and publication_id <> $pub", params)
+        for layer in COPIED:
             con.execute(f"delete from {layer.history} where partition_date = $d", {"d": params["d"]})
-        con.execute("delete from audit.history_precopies where partition_date = $d", {"d": params["d"]})
         con.execute("update audit.publications set extract_json = $erased where partition_date = $d "
                     "and publication_id <> $pub", {**params, "erased": json.dumps({"erased": True,
                                                                                     "by_requests": requests})})

@@ -1,11 +1,14 @@
-"""The one publish transaction (staged + fact + mart + ledger + history + flags), rollback's restore, and the
-recovery of the extracts after a crash between the commit and the symlink swap."""
+"""The publish: staged and fact rows written ahead into the version store, then ONE commit (ledger pointers +
+mart + history + flags); rollback's restore; and the recovery of the extracts after a crash between the commit and
+the symlink swap."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import time
 from pathlib import Path
+from typing import Callable
 
 import duckdb
 
@@ -34,62 +37,124 @@ def recover_extracts(wh: Warehouse, con: duckdb.DuckDBPyConnection) -> bool:
     return False
 
 
+# Days of rows written ahead per transaction (about 0.6 M rows per versioned layer at 20k lines a day): each is a
+# short hold of the warehouse, with a hand-over to waiting runs between two.
+CHUNK_DAYS = 31
+
+
+def _chunks(window: Window) -> list[tuple[dt.date, dt.date]]:
+    keys, days = window.keys, CHUNK_DAYS
+    return [(dt.date.fromisoformat(keys[i]), dt.date.fromisoformat(keys[min(i + days, len(keys)) - 1]))
+            for i in range(0, len(keys), days)]
+
+
+def _write_ahead(wh: Warehouse, scratch: Path, window: Window, pub_id: str, run_id: str,
+                 stats: LockStats | None) -> None:
+    """The candidate rows of every versioned layer, into the version store under `pub_id`, a chunk of days per
+    transaction. Readers see none of it until the commit's ledger rows point at it."""
+    for n, (start, end) in enumerate(_chunks(window)):
+        if n:
+            hand_over()
+        with wh.writer(stats) as con:
+            attach(con, scratch, "s")
+            with transaction(con):
+                if n == 0:
+                    con.execute("insert into audit.pending_versions (publication_id, run_id) values ($p, $r)",
+                                {"p": pub_id, "r": run_id})
+                for layer in ledger.VERSIONED:
+                    ledger.write_version(con, layer, pub_id, f"s.{layer.candidate}", start, end)
+
+
+def _prune(wh: Warehouse, window: Window, stats: LockStats | None) -> None:
+    """Retention of the versioned layers, after the commit and a chunk of days per transaction: it only drops
+    superseded versions, which no reader of the published tables sees."""
+    for start, end in _chunks(window):
+        hand_over()
+        with wh.writer(stats) as con, transaction(con):
+            ledger.prune_versions(con, wh.settings.retain_versions, start, end)
+
+
+def _abandon(wh: Warehouse, pub_id: str) -> None:
+    """A publish that will not commit: its written-ahead rows go (best effort; a leftover is collected by the
+    next correction once this run has ended)."""
+    try:
+        with wh.writer() as con, transaction(con):
+            ledger.drop_versions(con, [pub_id])
+    except Exception:  # noqa: BLE001 - the publish's own error is the one to report
+        pass
+
+
+def collect_abandoned(con: duckdb.DuckDBPyConnection, run_finished: Callable[[str], bool]) -> list[str]:
+    """Drop the written-ahead rows of publishes whose run ended without committing (killed between the first
+    chunk and the commit). Returns their publication ids."""
+    gone = sorted(p for p, run_id in ledger.pending_versions(con).items() if run_finished(run_id))
+    ledger.drop_versions(con, gone)
+    return gone
+
+
 def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_version: str,
             after: dict[str, DayCandidate], expected: dict[str, Current] | None, *, kind: str = "publish",
-            sources: dict[str, str] | None = None, restored: dict[str, str] | None = None,
-            stats: LockStats | None = None) -> Publication:
-    """Replace staged, fact and mart for the whole window and record the ledger and the prior version, in ONE
-    transaction; then swap the extracts in. `expected` is what the audit compared against: if another publisher
-    moved a partition since, nothing is written. `sources` maps each published table to its scratch relation."""
+            restored: dict[str, str] | None = None, stats: LockStats | None = None) -> Publication:
+    """Publish staged, fact and mart for the whole window in ONE commit, with the ledger and the prior version;
+    then swap the extracts in. The staged and fact rows are written ahead into the version store, so the commit
+    moves the ledger's pointers (and the small mart) rather than rows. `expected` is what the audit compared
+    against: if another publisher moved a partition since, nothing is published."""
     cfg = wh.settings
-    sources = sources or {layer.table: layer.candidate for layer in ledger.LAYERS}
     pub_id = ledger.new_publication_id(kind)
-    if expected:
-        # The versions this publish supersedes go to history first, in their own transaction: the commit's lock
-        # hold (what the current lane may wait on) then holds no copy. If the commit never happens, the copy
-        # stays recorded and the next publish reuses it.
-        with wh.writer(stats) as con, transaction(con):
-            ledger.precopy(con, window, run.run_id)
-        failpoint("precopied_history")
+    committed = False
+    try:
+        _write_ahead(wh, scratch, window, pub_id, run.run_id, stats)
+        failpoint("wrote_versions")
         hand_over()
-    with wh.writer(stats) as con:
-        acquired = time.monotonic()
-        recover_extracts(wh, con)
-        before = ledger.current(con, window)
-        if expected is not None:
-            moved = sorted(p for p in set(before) | set(expected)
-                           if (before.get(p) and before[p].seq) != (expected.get(p) and expected[p].seq))
-            if moved:
-                raise PublishConflict(f"partitions {moved} were republished since this run audited them; "
-                                      "nothing was written, re-run to audit against the new publication")
-        extracts.stage(cfg, pub_id, {p: c.extract_json for p, c in after.items()})
-        failpoint("staged_extracts")
-        attach(con, scratch, "s")
-        with transaction(con):
-            ledger.retire(con, before, window)
-            for layer in ledger.LAYERS:
-                if layer.table not in sources:
-                    continue
-                cols = ", ".join(layer.columns)
-                con.execute(f"delete from {layer.table} where partition_date between $start and $end", window.params)
-                con.execute(f"insert into {layer.table} select {cols} from s.{sources[layer.table]} "
-                            "where partition_date between $start and $end", window.params)
-                failpoint(f"wrote_{layer.table}")
-            ledger.write_rows(con, pub_id, kind, run, code_version, before, after, restored or {})
-            applied = ledger.requests_already_applied(con, before)
-            erase = {d: sorted(set(c.requests_applied) - applied.get(d, set())) for d, c in after.items()
-                     if set(c.requests_applied) - applied.get(d, set())}
-            if erase:
-                ledger.erase_earlier_versions(con, pub_id, erase)
-            con.execute("delete from audit.corrections_in_progress where run_id = $run_id", {"run_id": run.run_id})
-            keep = ledger.prune_history(con, cfg.retain_versions, window)
-        failpoint("committed")
-        extracts.swap(cfg, pub_id)
-        failpoint("swapped")
-        notices.write(cfg, con, pub_id, run, after)
-        # Earlier extract versions hold the erased days' old figures: only the current one survives an erasure.
-        extracts.prune(cfg, {pub_id} if erase else keep | {pub_id}, immediately=bool(erase))
-        return Publication(pub_id, kind, window, before, after, time.monotonic() - acquired)
+        with wh.writer(stats) as con:
+            acquired = time.monotonic()
+            recover_extracts(wh, con)
+            before = ledger.current(con, window)
+            if expected is not None:
+                moved = sorted(p for p in set(before) | set(expected)
+                               if (before.get(p) and before[p].seq) != (expected.get(p) and expected[p].seq))
+                if moved:
+                    raise PublishConflict(f"partitions {moved} were republished since this run audited them; "
+                                          "nothing was written, re-run to audit against the new publication")
+            if pub_id not in ledger.pending_versions(con):
+                raise PublishConflict(f"the rows publication {pub_id} wrote ahead were collected as abandoned "
+                                      "(another correction took this run for ended); nothing was published, re-run")
+            extracts.stage(cfg, pub_id, {p: c.extract_json for p, c in after.items()})
+            failpoint("staged_extracts")
+            attach(con, scratch, "s")
+            with transaction(con):
+                ledger.retire(con, before, window)
+                for layer in ledger.COPIED:
+                    cols = ", ".join(layer.columns)
+                    con.execute(f"delete from {layer.table} where partition_date between $start and $end",
+                                window.params)
+                    con.execute(f"insert into {layer.table} select {cols} from s.{layer.candidate} "
+                                "where partition_date between $start and $end", window.params)
+                    failpoint(f"wrote_{layer.table}")
+                ledger.write_rows(con, pub_id, kind, run, code_version, before, after, restored or {})
+                con.execute("delete from audit.pending_versions where publication_id = $p", {"p": pub_id})
+                applied = ledger.requests_already_applied(con, before)
+                erase = {d: sorted(set(c.requests_applied) - applied.get(d, set())) for d, c in after.items()
+                         if set(c.requests_applied) - applied.get(d, set())}
+                if erase:
+                    ledger.erase_earlier_versions(con, pub_id, erase)
+                con.execute("delete from audit.corrections_in_progress where run_id = $run_id",
+                            {"run_id": run.run_id})
+                keep = ledger.prune_history(con, cfg.retain_versions, window)
+            committed = True
+            failpoint("committed")
+            extracts.swap(cfg, pub_id)
+            failpoint("swapped")
+            notices.write(cfg, con, pub_id, run, after)
+            # Earlier extract versions hold the erased days' old figures: only the current one survives an erasure.
+            extracts.prune(cfg, {pub_id} if erase else keep | {pub_id}, immediately=bool(erase))
+            hold = time.monotonic() - acquired
+        _prune(wh, window, stats)
+        return Publication(pub_id, kind, window, before, after, hold)
+    except BaseException:
+        if not committed:
+            _abandon(wh, pub_id)
+        raise
 
 
 def restore_candidates(wh: Warehouse, scratch: Path, window: Window,
@@ -128,7 +193,7 @@ def restore_candidates(wh: Warehouse, scratch: Path, window: Window,
         con.execute("create schema if not exists s.candidate")
         for layer in ledger.LAYERS:
             con.execute(f"create or replace table s.{layer.candidate} as select h.* exclude (publication_id) "
-                        f"from {layer.history} h join targets using (partition_date, publication_id)")
+                        f"from {layer.store or layer.history} h join targets using (partition_date, publication_id)")
         after = {p: DayCandidate(p, r[2], json.loads(r[3]), r[4], r[5], r[6], r[7],
                                  tuple(json.loads(r[8])) if r[8] else (), r[9], r[10],
                                  tuple(json.loads(r[11])) if r[11] else (), tuple(json.loads(r[12])) if r[12] else ())

@@ -1,0 +1,170 @@
+"""The version store: a publish writes its rows ahead where no reader looks, its commit moves the ledger's pointers,
+retention drops only superseded versions, and a warehouse of the previous release migrates with nothing lost."""
+
+import datetime as dt
+
+import dagster as dg
+import duckdb
+import pytest
+
+from atlasmart_assets import lab, sql
+from atlasmart_assets.lab import run_chain
+from atlasmart_assets.resources import Warehouse
+from atlasmart_assets.warehouse import publish as publish_mod
+from atlasmart_assets.warehouse.publish import PublishConflict, collect_abandoned
+from atlasmart_tests import state
+
+STORES = ("versions.staged_order_lines", "versions.fct_order_lines")
+
+
+def _versions_per_day(cfg, day: str) -> list[str]:
+    return [r[0] for r in state.table_rows(cfg, "(select distinct publication_id, partition_date "
+                                                "from versions.fct_order_lines)", f"partition_date = '{day}'")]
+
+
+def _orphans(cfg) -> list[tuple]:
+    return [r for store in STORES for r in state.table_rows(
+        cfg, f"(select distinct publication_id from {store})",
+        "publication_id not in (select publication_id from audit.publications)")]
+
+
+def run_chain_backfill(env) -> bool:
+    with dg.DagsterInstance.ephemeral() as inst:
+        return run_chain(inst, "2026-09-18", "2026-09-20", {"dagster/backfill": "bf-version-store"}).success
+
+
+def test_readers_see_the_old_version_while_rows_are_written_ahead(env, published, monkeypatch) -> None:
+    """One chunk of days per transaction, the lock handed over between two and before the commit: a reader in
+    any of those gaps sees exactly what was published before; the commit then shows every day at once."""
+    published(("2026-09-18", "2026-09-20"))
+    first = state.content(env)
+    monkeypatch.setattr(publish_mod, "CHUNK_DAYS", 1)
+    seen: list[dict] = []
+    monkeypatch.setattr(publish_mod, "hand_over", lambda: seen.append(state.content(env)))
+
+    lab.publish_legacy_incident(Warehouse())  # 2026-09-20: one chunk, a hand-over, the commit, one prune chunk
+    incident = state.content(env)
+    assert incident != first
+    assert [s == first for s in seen] == [True, False] and seen[1] == incident
+
+    seen.clear()
+    assert run_chain_backfill(env)
+    # 2026-09-18..20 in three chunks: two hand-overs between them and one before the commit, all read as before.
+    assert len(seen) == 6 and all(s == incident for s in seen[:3]) and all(s == first for s in seen[3:])
+    assert state.content(env) == first, "the backfill restored the shipped cost"
+
+
+def test_retention_drops_superseded_versions_never_the_current_or_a_pending_one(env, published, monkeypatch) -> None:
+    monkeypatch.setenv("ATLASMART_RETAIN_VERSIONS", "1")
+    published(("2026-09-18", "2026-09-20"))
+    first = _versions_per_day(env, "2026-09-20")
+    assert len(first) == 1
+    # Rows a publish in progress wrote ahead: the ledger does not name them yet.
+    with Warehouse().writer() as con:
+        con.execute("insert into audit.pending_versions (publication_id, run_id) values ('pub-in-flight', 'r-live')")
+        con.execute("insert into versions.fct_order_lines select 'pub-in-flight', * exclude (publication_id) "
+                    "from versions.fct_order_lines where partition_date = '2026-09-20'")
+    for _ in range(3):  # publishes that do not collect abandoned rows (a correction would: r-live is no run)
+        lab.publish_legacy_incident(Warehouse())
+    kept = _versions_per_day(env, "2026-09-20")
+    ledger = [r[1] for r in sorted(state.table_rows(
+        env, "(select seq, publication_id, partition_date from audit.publications)",
+        "partition_date = '2026-09-20'"), reverse=True)]
+    assert len(ledger) == 4
+    assert sorted(kept) == sorted(ledger[:2] + ["pub-in-flight"]), (kept, ledger)
+    assert first[0] not in kept, "a version beyond retention was dropped"
+    # The published tables read the current version, whole, and history the one retained before it.
+    assert len(state.table_rows(env, "fact.fct_order_lines", "partition_date = '2026-09-20'")) == 8
+    assert {r[0] for r in state.table_rows(env, "history.fct_order_lines", "partition_date = '2026-09-20'")} \
+        == {ledger[1]}
+
+
+def test_rows_of_an_ended_run_are_collected_and_a_publish_that_lost_them_commits_nothing(
+        env, published, monkeypatch) -> None:
+    published(("2026-09-18", "2026-09-20"))
+    before = state.snapshot(env)
+
+    def collect_at(name: str) -> None:
+        if name == "wrote_versions":  # another correction starts now and takes this run for ended
+            with Warehouse().writer() as con:
+                assert collect_abandoned(con, lambda run_id: True)
+
+    monkeypatch.setattr(publish_mod, "failpoint", collect_at)
+    with pytest.raises(PublishConflict, match="collected as abandoned"):
+        lab.publish_legacy_incident(Warehouse())
+    assert state.snapshot(env) == before, "nothing published changed"
+    assert _orphans(env) == [] and state.table_rows(env, "audit.pending_versions") == []
+
+    # A run killed between its written-ahead rows and its commit leaves them pending; a correction collects them
+    # once that run has ended, not while it runs.
+    with Warehouse().writer() as con:
+        con.execute("insert into audit.pending_versions (publication_id, run_id) values ('pub-killed', 'r-killed')")
+        con.execute("insert into versions.staged_order_lines select 'pub-killed', * exclude (publication_id) "
+                    "from versions.staged_order_lines")
+        assert collect_abandoned(con, lambda run_id: False) == []
+    assert _orphans(env) != []
+    with Warehouse().writer() as con:
+        assert collect_abandoned(con, lambda run_id: run_id == "r-killed") == ["pub-killed"]
+    assert _orphans(env) == [] and state.snapshot(env) == before
+
+
+PREVIOUS = [n for n, _, _ in sql.migrations() if n != 6]
+
+
+def _previous_release(path) -> duckdb.DuckDBPyConnection:
+    """A warehouse at the previous release's schema (every migration but the version store's)."""
+    con = duckdb.connect(str(path))
+    con.execute("create schema audit")
+    con.execute("create table audit.schema_migrations (version integer primary key, name varchar not null, "
+                "applied_at timestamp not null)")
+    for number, name, body in sql.migrations():
+        if number in PREVIOUS:
+            con.execute(body)
+            con.execute("insert into audit.schema_migrations values ($n, $name, now())", {"n": number, "name": name})
+    return con
+
+
+def _line(day: str, k: int, cost: float) -> tuple:
+    d = dt.date.fromisoformat(day)
+    t = dt.datetime.combine(d, dt.time(12))
+    return (d, f"{day}-L{k}", f"O{k}", "C1", "DE", "gold", "SKU", 1, 10.0, cost, t, t, k)
+
+
+def test_a_warehouse_of_the_previous_release_migrates_with_nothing_lost(env) -> None:
+    env.data_dir.mkdir(parents=True)
+    con = _previous_release(env.warehouse_path)
+    day1, day2 = "2026-09-19", "2026-09-20"
+    for seq, pub, day in ((1, "pub-a", day1), (2, "pub-b", day1), (3, "pub-c", day2)):
+        con.execute("insert into audit.publications (seq, publication_id, partition_date, kind, published_at, changed, "
+                    "extract_json) values ($s, $p, $d, 'publish', now(), true, '{}')", {"s": seq, "p": pub, "d": day})
+    staged = [_line(day1, 1, 4.0), _line(day1, 2, 5.0), _line(day2, 3, 6.0)]
+    con.executemany("insert into staged.order_lines values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", staged)
+    con.execute("insert into fact.fct_order_lines select partition_date, line_id, order_id, customer_id, country, tier, "
+                "sku, quantity, unit_price, unit_cost, unit_price, unit_cost, unit_price - unit_cost, event_time, "
+                "source_sequence from staged.order_lines")
+    # pub-a's superseded day1 in history, and day2's current version copied ahead of a publish that never committed.
+    for table in ("staged_order_lines", "fct_order_lines"):
+        source = "staged.order_lines" if table == "staged_order_lines" else "fact.fct_order_lines"
+        con.execute(f"insert into history.{table} select 'pub-a', * replace (unit_cost + 1 as unit_cost) "
+                    f"from {source} where partition_date = '{day1}'")
+        con.execute(f"insert into history.{table} select 'pub-c', * from {source} where partition_date = '{day2}'")
+    con.execute("insert into audit.history_precopies (partition_date, publication_id, run_id) values "
+                "($d, 'pub-c', 'r-old')", {"d": day2})
+    old = {t: con.execute(f"select * from {t} order by all").fetchall()
+           for t in ("staged.order_lines", "fact.fct_order_lines")}
+    old_history = {t: con.execute(f"select * from history.{t} where publication_id = 'pub-a' order by all").fetchall()
+                   for t in ("staged_order_lines", "fct_order_lines")}
+    con.close()
+
+    with Warehouse().writer():
+        pass  # the publish path's connection applies the pending migration
+    for table, rows in old.items():
+        assert state.table_rows(env, table) == rows, table
+    for table, rows in old_history.items():
+        assert state.table_rows(env, f"history.{table}") == rows, "history: pub-a once, no copy of a current version"
+    assert state.table_rows(env, "(select distinct publication_id, partition_date from versions.fct_order_lines)") \
+        == [("pub-a", dt.date(2026, 9, 19)), ("pub-b", dt.date(2026, 9, 19)), ("pub-c", dt.date(2026, 9, 20))]
+    with duckdb.connect(str(env.warehouse_path), read_only=True) as check:
+        tables = {r[0] for r in check.execute("select table_schema || '.' || table_name from information_schema.tables "
+                                              "where table_type = 'BASE TABLE'").fetchall()}
+    assert "audit.history_precopies" not in tables and "fact.fct_order_lines" not in tables
