@@ -143,21 +143,23 @@ def audit(scope: RunScope, con: duckdb.DuckDBPyConnection, current: dict[str, Cu
 
 def _cross_day_duplicates(wh: Warehouse, scope: RunScope, con: duckdb.DuckDBPyConnection,
                           stats: LockStats) -> dict[str, list[str]]:
-    """Per candidate day, line ids that also appear on another day (in the window, or published outside it)."""
-    attached = wh.settings.warehouse_path.exists()
-    if attached:
+    """Per candidate day, line ids that also appear on another day (in the window, or published outside it).
+    The warehouse is held only while the published days outside the window are searched for the candidate's
+    line ids (a semi join that finds the few shared ones); the whole-window count runs after it is released."""
+    if wh.settings.warehouse_path.exists():
         attach_waiting(con, wh.settings.warehouse_path, "w", wh.settings.lock_timeout_s, stats)
         held_from = time.monotonic()  # the wait is recorded apart, by attach_waiting
-        published = ("select partition_date, line_id from w.fact.fct_order_lines "
-                     "where partition_date not between $start and $end")
-    else:
-        published = "select cast(null as date) as partition_date, cast(null as varchar) as line_id where false"
-    try:
-        rows = con.execute(sql.text("cross_day_duplicates").format(published=published), scope.window.params).fetchall()
-    finally:
-        if attached:
+        try:
+            con.execute("create or replace temp table published_elsewhere as select partition_date, line_id "
+                        "from w.fact.fct_order_lines where partition_date not between $start and $end "
+                        "and line_id in (select line_id from candidate.fct_order_lines)", scope.window.params)
+        finally:
             con.execute("detach w")
             stats.holds.append(time.monotonic() - held_from)
+        published = "select partition_date, line_id from published_elsewhere"
+    else:
+        published = "select cast(null as date) as partition_date, cast(null as varchar) as line_id where false"
+    rows = con.execute(sql.text("cross_day_duplicates").format(published=published)).fetchall()
     return {d.isoformat(): list(ids) for d, ids in rows}
 
 

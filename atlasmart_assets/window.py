@@ -27,6 +27,15 @@ class Window:
     def keys(self) -> list[str]:
         return [(self.start + dt.timedelta(days=k)).isoformat() for k in range((self.end - self.start).days + 1)]
 
+    def split(self, days: int) -> list["Window"]:
+        """Consecutive windows of at most `days` days covering this one, in order."""
+        step = dt.timedelta(days=days)
+        out, start = [], self.start
+        while start <= self.end:
+            out.append(Window(start, min(start + step - dt.timedelta(days=1), self.end)))
+            start += step
+        return out
+
     @property
     def params(self) -> dict[str, dt.date]:
         return {"start": self.start, "end": self.end}

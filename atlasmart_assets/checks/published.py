@@ -13,7 +13,7 @@ from atlasmart_assets.contract import FCT_ORDER_LINES, REVENUE_DAILY
 from atlasmart_assets.partitions import daily_partitions
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import scope_of
-from atlasmart_assets.warehouse.connection import attach_waiting, is_lock_conflict
+from atlasmart_assets.warehouse.connection import attach_waiting, hand_over, is_lock_conflict
 from atlasmart_assets.window import Window
 
 FACT_UNIQUE = "fct_order_lines_line_id_unique"
@@ -45,16 +45,34 @@ def _guarded(check: str, asset: tuple[str, ...], wh: Warehouse, audit: Callable[
         return unreadable(check, asset, wh, exc)
 
 
+# Days read per connection: a year's check holds the warehouse (keeping today's load out) a month at a time.
+CHUNK_DAYS = 31
+Figures = dict[str, dict]
+
+
+def _read_by_month(wh: Warehouse, window: Window,
+                   read: Callable[[duckdb.DuckDBPyConnection, Window], tuple[Figures, ...]]) -> tuple[Figures, ...]:
+    """`read` over each chunk of the window in its own short read-only connection, handing the lock to a waiting
+    writer between two; each day is read whole in one snapshot (the checks are per day)."""
+    out: tuple[Figures, ...] = ()
+    for n, part in enumerate(window.split(CHUNK_DAYS)):
+        if n:
+            hand_over()
+        with wh.reader() as con:
+            got = read(con, part)
+        out = tuple({**a, **b} for a, b in zip(out, got)) if out else got
+    return out
+
+
 def published_fact_unique(wh: Warehouse, window: Window) -> Audit:
-    with wh.reader() as con:
-        figures = candidates.controls(con, "fact.fct_order_lines", window)
+    (figures,) = _read_by_month(wh, window, lambda con, part: (candidates.controls(con, "fact.fct_order_lines", part),))
     return unique_keys(FACT_UNIQUE, FCT_ORDER_LINES, {d: f["duplicate_line_ids"] for d, f in figures.items()})
 
 
 def published_mart_matches_fact(wh: Warehouse, window: Window) -> Audit:
-    with wh.reader() as con:
-        fact = candidates.controls(con, "fact.fct_order_lines", window)
-        mart = candidates.controls(con, "mart.revenue_daily", window, kind="mart")
+    fact, mart = _read_by_month(wh, window, lambda con, part: (
+        candidates.controls(con, "fact.fct_order_lines", part),
+        candidates.controls(con, "mart.revenue_daily", part, kind="mart")))
     return controls_match(MART_MATCHES, REVENUE_DAILY, {d: candidates.control_list(m) for d, m in mart.items()},
                           {d: candidates.control_list(f) for d, f in fact.items()}, "published_fact")
 

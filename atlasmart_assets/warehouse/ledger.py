@@ -171,13 +171,12 @@ def versions_table(con: duckdb.DuckDBPyConnection, name: str, versions: dict[str
                     [(dt.date.fromisoformat(p), v) for p, v in versions.items()])
 
 
-def write_version(con: duckdb.DuckDBPyConnection, layer: Layer, pub_id: str, source: str, start: dt.date,
-                  end: dt.date) -> None:
-    """Write `source`'s rows of [start, end] into the layer's store under `pub_id` (ahead of the commit: no reader
+def write_version(con: duckdb.DuckDBPyConnection, layer: Layer, pub_id: str, source: str, part: Window) -> None:
+    """Write `source`'s rows of `part` into the layer's store under `pub_id` (ahead of the commit: no reader
     sees a version before the ledger points at it)."""
     cols = ", ".join(layer.columns)
     con.execute(f"insert into {layer.store} select $pub, {cols} from {source} "
-                "where partition_date between $start and $end", {"pub": pub_id, "start": start, "end": end})
+                "where partition_date between $start and $end", {"pub": pub_id, **part.params})
 
 
 def retire(con: duckdb.DuckDBPyConnection, before: dict[str, Current], window: Window) -> None:
@@ -193,19 +192,19 @@ def retire(con: duckdb.DuckDBPyConnection, before: dict[str, Current], window: W
                     window.params)
 
 
-def _keep(con: duckdb.DuckDBPyConnection, retain: int, start: dt.date, end: dt.date) -> None:
-    """temp table keep: per partition of [start, end], its current publication and the `retain` before it."""
+def _keep(con: duckdb.DuckDBPyConnection, retain: int, window: Window) -> None:
+    """temp table keep: per partition of the window, its current publication and the `retain` before it."""
     con.execute(
         "create or replace temp table keep as select partition_date, publication_id from ("
         " select partition_date, publication_id, row_number() over (partition by partition_date order by seq desc) as n"
         " from audit.publications where partition_date between $start and $end) where n <= $retain",
-        {"start": start, "end": end, "retain": retain + 1})
+        {**window.params, "retain": retain + 1})
 
 
 def prune_history(con: duckdb.DuckDBPyConnection, retain: int, window: Window) -> set[str]:
     """Drop superseded mart rows beyond the retention setting (in the commit: they are few); returns the latest
     `retain` publication ids overall (the extract versions worth keeping on disk)."""
-    _keep(con, retain, window.start, window.end)
+    _keep(con, retain, window)
     for layer in COPIED:
         con.execute(f"delete from {layer.history} h where h.partition_date between $start and $end and not exists "
                     "(select 1 from keep k where k.partition_date = h.partition_date "
@@ -215,11 +214,11 @@ def prune_history(con: duckdb.DuckDBPyConnection, retain: int, window: Window) -
     return {r[0] for r in last}
 
 
-def prune_versions(con: duckdb.DuckDBPyConnection, retain: int, start: dt.date, end: dt.date) -> int:
-    """Drop versioned rows of [start, end] beyond the retention setting. Only versions the ledger knows are
+def prune_versions(con: duckdb.DuckDBPyConnection, retain: int, part: Window) -> int:
+    """Drop versioned rows of `part` beyond the retention setting. Only versions the ledger knows are
     considered (a publish in progress writes rows the ledger does not name yet); never the current one, so no
     reader of the published tables sees this. Returns the rows dropped."""
-    _keep(con, retain, start, end)
+    _keep(con, retain, part)
     dropped = 0
     for layer in VERSIONED:
         dropped += con.execute(
@@ -227,7 +226,7 @@ def prune_versions(con: duckdb.DuckDBPyConnection, retain: int, start: dt.date, 
             "and exists (select 1 from audit.publications p where p.partition_date = v.partition_date "
             "and p.publication_id = v.publication_id) and not exists (select 1 from keep k "
             "where k.partition_date = v.partition_date and k.publication_id = v.publication_id)",
-            {"start": start, "end": end}).fetchone()[0]
+            part.params).fetchone()[0]
     return dropped
 
 

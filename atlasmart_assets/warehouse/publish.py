@@ -4,7 +4,6 @@ the symlink swap."""
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import time
 from pathlib import Path
@@ -42,17 +41,11 @@ def recover_extracts(wh: Warehouse, con: duckdb.DuckDBPyConnection) -> bool:
 CHUNK_DAYS = 31
 
 
-def _chunks(window: Window) -> list[tuple[dt.date, dt.date]]:
-    keys, days = window.keys, CHUNK_DAYS
-    return [(dt.date.fromisoformat(keys[i]), dt.date.fromisoformat(keys[min(i + days, len(keys)) - 1]))
-            for i in range(0, len(keys), days)]
-
-
 def _write_ahead(wh: Warehouse, scratch: Path, window: Window, pub_id: str, run_id: str,
                  stats: LockStats | None) -> None:
     """The candidate rows of every versioned layer, into the version store under `pub_id`, a chunk of days per
     transaction. Readers see none of it until the commit's ledger rows point at it."""
-    for n, (start, end) in enumerate(_chunks(window)):
+    for n, part in enumerate(window.split(CHUNK_DAYS)):
         if n:
             hand_over()
         with wh.writer(stats) as con:
@@ -62,16 +55,18 @@ def _write_ahead(wh: Warehouse, scratch: Path, window: Window, pub_id: str, run_
                     con.execute("insert into audit.pending_versions (publication_id, run_id) values ($p, $r)",
                                 {"p": pub_id, "r": run_id})
                 for layer in ledger.VERSIONED:
-                    ledger.write_version(con, layer, pub_id, f"s.{layer.candidate}", start, end)
+                    ledger.write_version(con, layer, pub_id, f"s.{layer.candidate}", part)
 
 
 def _prune(wh: Warehouse, window: Window, stats: LockStats | None) -> None:
     """Retention of the versioned layers, after the commit and a chunk of days per transaction: it only drops
     superseded versions, which no reader of the published tables sees."""
-    for start, end in _chunks(window):
-        hand_over()
+    parts = window.split(CHUNK_DAYS)
+    for part in parts:
+        if len(parts) > 1:
+            hand_over()
         with wh.writer(stats) as con, transaction(con):
-            ledger.prune_versions(con, wh.settings.retain_versions, start, end)
+            ledger.prune_versions(con, wh.settings.retain_versions, part)
 
 
 def _abandon(wh: Warehouse, pub_id: str) -> None:
@@ -105,7 +100,8 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
     try:
         _write_ahead(wh, scratch, window, pub_id, run.run_id, stats)
         failpoint("wrote_versions")
-        hand_over()
+        if len(window.split(CHUNK_DAYS)) > 1:  # a long writer lets a waiting run in before its commit
+            hand_over()
         with wh.writer(stats) as con:
             acquired = time.monotonic()
             recover_extracts(wh, con)
