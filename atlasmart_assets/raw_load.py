@@ -79,10 +79,6 @@ def _audits(findings: list[Finding], files: list[RawFile]) -> list[Audit]:
 
 
 PHASES = (("parse", 0.5), ("profile", 0.3), ("append", 0.2))
-# Days appended per warehouse transaction (at 20,000 lines a day, about 0.6 M rows each).
-APPEND_CHUNK_DAYS = 31
-
-
 def load(wh: Warehouse, scope: RunScope, threads: int | None = None,
          log: Callable[[str], None] | None = None) -> RawLoad:
     """Audit the window's raw files and append those not loaded yet; nothing is written if an audit fails."""
@@ -113,11 +109,11 @@ def load(wh: Warehouse, scope: RunScope, threads: int | None = None,
                or first_seen[(f.partition, f.batch_id)]["loaded_rows"] != f.manifest["records"]]
     # Each chunk of days is its own short transaction (rows and batch records together), so a year's first load
     # never holds the warehouse for long; a crash between chunks leaves whole batches, and the next run loads the rest.
-    days = sorted({f.partition for f in to_load})
-    for start in range(0, len(days), APPEND_CHUNK_DAYS):
+    days, step = sorted({f.partition for f in to_load}), wh.settings.chunk_days
+    for start in range(0, len(days), step):
         if start:
             hand_over()
-        chunk = set(days[start:start + APPEND_CHUNK_DAYS])
+        chunk = set(days[start:start + step])
         _append(wh, run_id, [f for f in to_load if f.partition in chunk], stats)
     progress.done("append", f"{len(to_load)} new batch(es) appended")
     return RawLoad(audits, files, figures, sorted({f.partition for f in to_load}), stats)

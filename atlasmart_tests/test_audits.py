@@ -5,7 +5,6 @@ import json
 import pytest
 
 from atlasmart_assets import audits
-from atlasmart_assets.checks import published as published_checks
 from atlasmart_assets.checks.published import published_fact_unique, published_mart_matches_fact
 from atlasmart_assets.correction import (
     CANDIDATE_UNIQUE,
@@ -127,7 +126,7 @@ def test_mutated_raw_fails_loudly(env, instance, published) -> None:
 @pytest.mark.parametrize("chunk_days", [31, 1])
 def test_published_checks_catch_another_writer(env, published, monkeypatch, chunk_days) -> None:
     """Also when the checks read the window a chunk at a time (a year's check does, to keep today's load in)."""
-    monkeypatch.setattr(published_checks, "CHUNK_DAYS", chunk_days)
+    monkeypatch.setenv("ATLASMART_CHUNK_DAYS", str(chunk_days))
     published(("2026-09-18", "2026-09-20"))
     window = Window.of("2026-09-18", "2026-09-20")
     wh = Warehouse()

@@ -75,9 +75,7 @@ def test_raw_is_appended_in_chunks_of_days_each_its_own_transaction(env, instanc
     days, five days take three appends, and the warehouse holds what one transaction would have written."""
     import dagster as dg
 
-    from atlasmart_assets import raw_load
-
-    monkeypatch.setattr(raw_load, "APPEND_CHUNK_DAYS", 2)
+    monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "2")
     first = run_chain(instance, "2026-09-15", "2026-09-19")
     assert first.success
     chunked = state.table_rows(env, "raw.order_lines")
@@ -87,7 +85,7 @@ def test_raw_is_appended_in_chunks_of_days_each_its_own_transaction(env, instanc
                    if r.run_id == run_id and "lock_acquisitions" in r.asset_materialization.metadata]
         return int(event.asset_materialization.metadata["lock_acquisitions"].value)
 
-    monkeypatch.setattr(raw_load, "APPEND_CHUNK_DAYS", 31)
+    monkeypatch.delenv("ATLASMART_CHUNK_DAYS")
     monkeypatch.setenv("ATLASMART_DATA_DIR", str(tmp_path / "one"))
     one = settings.load()
     result = run_chain(instance, "2026-09-15", "2026-09-19")

@@ -38,18 +38,18 @@ def test_readers_see_the_old_version_while_rows_are_written_ahead(env, published
     any of those gaps sees exactly what was published before; the commit then shows every day at once."""
     published(("2026-09-18", "2026-09-20"))
     first = state.content(env)
-    monkeypatch.setattr(publish_mod, "CHUNK_DAYS", 1)
+    monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "1")
     seen: list[dict] = []
     monkeypatch.setattr(publish_mod, "hand_over", lambda: seen.append(state.content(env)))
 
-    lab.publish_legacy_incident(Warehouse())  # 2026-09-20: one chunk and the commit, no hand-over
+    lab.publish_legacy_incident(Warehouse())  # 2026-09-20: one chunk, written in the commit, no hand-over
     incident = state.content(env)
     assert incident != first and seen == []
 
     assert run_chain_backfill(env)
-    # 2026-09-18..20 in three chunks: two hand-overs between them and one before the commit, all read as before;
-    # then one before each chunk of the retention that follows the commit.
-    assert len(seen) == 6 and all(s == incident for s in seen[:3]) and all(s == first for s in seen[3:])
+    # 2026-09-18..20 in three chunks written ahead: two hand-overs between them and one before the commit, all
+    # read as before (no day is past retention, so no prune follows the commit).
+    assert len(seen) == 3 and all(s == incident for s in seen), len(seen)
     assert state.content(env) == first, "the backfill restored the shipped cost"
 
 
@@ -78,9 +78,30 @@ def test_retention_drops_superseded_versions_never_the_current_or_a_pending_one(
         == {ledger[1]}
 
 
+def test_a_long_window_prunes_after_its_commit_a_chunk_at_a_time(env, published, monkeypatch) -> None:
+    monkeypatch.setenv("ATLASMART_RETAIN_VERSIONS", "1")
+    monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "1")
+    published(("2026-09-18", "2026-09-20"))
+    content = state.content(env)
+    pruned: list[str] = []
+    real = publish_mod.ledger.prune_versions
+    monkeypatch.setattr(publish_mod.ledger, "prune_versions",
+                        lambda con, retain, part: pruned.append(str(part)) or real(con, retain, part))
+    assert run_chain_backfill(env)
+    assert pruned == [], "two versions a day (the current one and one retained): nothing to prune"
+    assert run_chain_backfill(env)
+    # Three versions a day now: each day's oldest goes, one chunk (one transaction) at a time.
+    assert pruned == ["2026-09-18", "2026-09-19", "2026-09-20"], pruned
+    for day in ("2026-09-18", "2026-09-19", "2026-09-20"):
+        assert len(_versions_per_day(env, day)) == 2, day
+    assert state.content(env) == content
+
+
 def test_rows_of_an_ended_run_are_collected_and_a_publish_that_lost_them_commits_nothing(
         env, published, monkeypatch) -> None:
+    monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "1")  # three days: written ahead, a day per transaction
     published(("2026-09-18", "2026-09-20"))
+    lab.publish_legacy_incident(Warehouse())
     before = state.snapshot(env)
 
     def collect_at(name: str) -> None:
@@ -89,8 +110,15 @@ def test_rows_of_an_ended_run_are_collected_and_a_publish_that_lost_them_commits
                 assert collect_abandoned(con, lambda run_id: True)
 
     monkeypatch.setattr(publish_mod, "failpoint", collect_at)
-    with pytest.raises(PublishConflict, match="collected as abandoned"):
-        lab.publish_legacy_incident(Warehouse())
+    with dg.DagsterInstance.ephemeral() as inst:
+        result = run_chain(inst, "2026-09-18", "2026-09-20", {"dagster/backfill": "bf-collected"})
+    assert not result.success
+    [failure] = result.get_step_failure_events()
+    error, causes = failure.step_failure_data.error, []
+    while error is not None:
+        causes.append(error.message)
+        error = error.cause
+    assert any("PublishConflict" in c and "collected as abandoned" in c for c in causes), causes
     assert state.snapshot(env) == before, "nothing published changed"
     assert _orphans(env) == [] and state.table_rows(env, "audit.pending_versions") == []
 

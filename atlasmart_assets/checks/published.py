@@ -45,17 +45,16 @@ def _guarded(check: str, asset: tuple[str, ...], wh: Warehouse, audit: Callable[
         return unreadable(check, asset, wh, exc)
 
 
-# Days read per connection: a year's check holds the warehouse (keeping today's load out) a month at a time.
-CHUNK_DAYS = 31
 Figures = dict[str, dict]
 
 
 def _read_by_month(wh: Warehouse, window: Window,
                    read: Callable[[duckdb.DuckDBPyConnection, Window], tuple[Figures, ...]]) -> tuple[Figures, ...]:
-    """`read` over each chunk of the window in its own short read-only connection, handing the lock to a waiting
-    writer between two; each day is read whole in one snapshot (the checks are per day)."""
+    """`read` over each chunk of the window (ATLASMART_CHUNK_DAYS) in its own short read-only connection, handing
+    the lock to a waiting writer between two: a year's check never keeps today's load out for long. Each day is
+    read whole in one snapshot (the checks are per day)."""
     out: tuple[Figures, ...] = ()
-    for n, part in enumerate(window.split(CHUNK_DAYS)):
+    for n, part in enumerate(window.split(wh.settings.chunk_days)):
         if n:
             hand_over()
         with wh.reader() as con:

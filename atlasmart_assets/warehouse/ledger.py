@@ -230,6 +230,14 @@ def prune_versions(con: duckdb.DuckDBPyConnection, retain: int, part: Window) ->
     return dropped
 
 
+def over_retention(con: duckdb.DuckDBPyConnection, retain: int, window: Window) -> set[str]:
+    """The days of the window with more versions in the ledger than retention keeps (the current one and `retain`
+    before it): the only ones a prune has anything to drop from."""
+    rows = con.execute("select partition_date from audit.publications where partition_date between $start and $end "
+                       "group by 1 having count(*) > $n", {**window.params, "n": retain + 1}).fetchall()
+    return {r[0].isoformat() for r in rows}
+
+
 def drop_versions(con: duckdb.DuckDBPyConnection, pub_ids: list[str]) -> None:
     """Remove the written-ahead rows of publications that never committed, and their pending records."""
     if not pub_ids:

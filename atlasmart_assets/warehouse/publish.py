@@ -36,16 +36,11 @@ def recover_extracts(wh: Warehouse, con: duckdb.DuckDBPyConnection) -> bool:
     return False
 
 
-# Days of rows written ahead per transaction (about 0.6 M rows per versioned layer at 20k lines a day): each is a
-# short hold of the warehouse, with a hand-over to waiting runs between two.
-CHUNK_DAYS = 31
-
-
-def _write_ahead(wh: Warehouse, scratch: Path, window: Window, pub_id: str, run_id: str,
+def _write_ahead(wh: Warehouse, scratch: Path, parts: list[Window], pub_id: str, run_id: str,
                  stats: LockStats | None) -> None:
     """The candidate rows of every versioned layer, into the version store under `pub_id`, a chunk of days per
     transaction. Readers see none of it until the commit's ledger rows point at it."""
-    for n, part in enumerate(window.split(CHUNK_DAYS)):
+    for n, part in enumerate(parts):
         if n:
             hand_over()
         with wh.writer(stats) as con:
@@ -58,13 +53,11 @@ def _write_ahead(wh: Warehouse, scratch: Path, window: Window, pub_id: str, run_
                     ledger.write_version(con, layer, pub_id, f"s.{layer.candidate}", part)
 
 
-def _prune(wh: Warehouse, window: Window, stats: LockStats | None) -> None:
+def _prune(wh: Warehouse, parts: list[Window], stats: LockStats | None) -> None:
     """Retention of the versioned layers, after the commit and a chunk of days per transaction: it only drops
     superseded versions, which no reader of the published tables sees."""
-    parts = window.split(CHUNK_DAYS)
     for part in parts:
-        if len(parts) > 1:
-            hand_over()
+        hand_over()
         with wh.writer(stats) as con, transaction(con):
             ledger.prune_versions(con, wh.settings.retain_versions, part)
 
@@ -91,16 +84,20 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
             after: dict[str, DayCandidate], expected: dict[str, Current] | None, *, kind: str = "publish",
             restored: dict[str, str] | None = None, stats: LockStats | None = None) -> Publication:
     """Publish staged, fact and mart for the whole window in ONE commit, with the ledger and the prior version;
-    then swap the extracts in. The staged and fact rows are written ahead into the version store, so the commit
-    moves the ledger's pointers (and the small mart) rather than rows. `expected` is what the audit compared
-    against: if another publisher moved a partition since, nothing is published."""
+    then swap the extracts in. A window longer than one chunk (ATLASMART_CHUNK_DAYS) has its staged and fact rows
+    written ahead into the version store, so its commit moves the ledger's pointers (and the small mart) rather
+    than rows, and retention follows the commit; a window of one chunk (today's load) does all of it in the
+    commit, one hold. `expected` is what the audit compared against: if another publisher moved a partition
+    since, nothing is published."""
     cfg = wh.settings
     pub_id = ledger.new_publication_id(kind)
+    parts = window.split(cfg.chunk_days)
+    ahead = len(parts) > 1
     committed = False
     try:
-        _write_ahead(wh, scratch, window, pub_id, run.run_id, stats)
-        failpoint("wrote_versions")
-        if len(window.split(CHUNK_DAYS)) > 1:  # a long writer lets a waiting run in before its commit
+        if ahead:
+            _write_ahead(wh, scratch, parts, pub_id, run.run_id, stats)
+            failpoint("wrote_versions")
             hand_over()
         with wh.writer(stats) as con:
             acquired = time.monotonic()
@@ -112,31 +109,15 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
                 if moved:
                     raise PublishConflict(f"partitions {moved} were republished since this run audited them; "
                                           "nothing was written, re-run to audit against the new publication")
-            if pub_id not in ledger.pending_versions(con):
+            if ahead and pub_id not in ledger.pending_versions(con):
                 raise PublishConflict(f"the rows publication {pub_id} wrote ahead were collected as abandoned "
                                       "(another correction took this run for ended); nothing was published, re-run")
             extracts.stage(cfg, pub_id, {p: c.extract_json for p, c in after.items()})
             failpoint("staged_extracts")
             attach(con, scratch, "s")
             with transaction(con):
-                ledger.retire(con, before, window)
-                for layer in ledger.COPIED:
-                    cols = ", ".join(layer.columns)
-                    con.execute(f"delete from {layer.table} where partition_date between $start and $end",
-                                window.params)
-                    con.execute(f"insert into {layer.table} select {cols} from s.{layer.candidate} "
-                                "where partition_date between $start and $end", window.params)
-                    failpoint(f"wrote_{layer.table}")
-                ledger.write_rows(con, pub_id, kind, run, code_version, before, after, restored or {})
-                con.execute("delete from audit.pending_versions where publication_id = $p", {"p": pub_id})
-                applied = ledger.requests_already_applied(con, before)
-                erase = {d: sorted(set(c.requests_applied) - applied.get(d, set())) for d, c in after.items()
-                         if set(c.requests_applied) - applied.get(d, set())}
-                if erase:
-                    ledger.erase_earlier_versions(con, pub_id, erase)
-                con.execute("delete from audit.corrections_in_progress where run_id = $run_id",
-                            {"run_id": run.run_id})
-                keep = ledger.prune_history(con, cfg.retain_versions, window)
+                keep, erase = _commit(con, pub_id, kind, run, code_version, window, before, after, restored or {},
+                                      cfg.retain_versions, ahead)
             committed = True
             failpoint("committed")
             extracts.swap(cfg, pub_id)
@@ -144,13 +125,43 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
             notices.write(cfg, con, pub_id, run, after)
             # Earlier extract versions hold the erased days' old figures: only the current one survives an erasure.
             extracts.prune(cfg, {pub_id} if erase else keep | {pub_id}, immediately=bool(erase))
+            over = ledger.over_retention(con, cfg.retain_versions, window) if ahead else set()
             hold = time.monotonic() - acquired
-        _prune(wh, window, stats)
+        _prune(wh, [part for part in parts if over & set(part.keys)], stats)
         return Publication(pub_id, kind, window, before, after, hold)
     except BaseException:
-        if not committed:
+        if ahead and not committed:
             _abandon(wh, pub_id)
         raise
+
+
+def _commit(con: duckdb.DuckDBPyConnection, pub_id: str, kind: str, run: RunInfo, code_version: str,
+            window: Window, before: dict[str, Current], after: dict[str, DayCandidate], restored: dict[str, str],
+            retain: int, written_ahead: bool) -> tuple[set[str], dict[str, list[str]]]:
+    """The one transaction's writes (the caller's transaction; scratch attached as `s`). Returns the publication
+    ids whose extracts are kept, and the days a deletion request erased."""
+    if not written_ahead:
+        for layer in ledger.VERSIONED:
+            ledger.write_version(con, layer, pub_id, f"s.{layer.candidate}", window)
+        failpoint("wrote_versions")
+    ledger.retire(con, before, window)
+    for layer in ledger.COPIED:
+        cols = ", ".join(layer.columns)
+        con.execute(f"delete from {layer.table} where partition_date between $start and $end", window.params)
+        con.execute(f"insert into {layer.table} select {cols} from s.{layer.candidate} "
+                    "where partition_date between $start and $end", window.params)
+        failpoint(f"wrote_{layer.table}")
+    ledger.write_rows(con, pub_id, kind, run, code_version, before, after, restored)
+    con.execute("delete from audit.pending_versions where publication_id = $p", {"p": pub_id})
+    applied = ledger.requests_already_applied(con, before)
+    erase = {d: sorted(set(c.requests_applied) - applied.get(d, set())) for d, c in after.items()
+             if set(c.requests_applied) - applied.get(d, set())}
+    if erase:
+        ledger.erase_earlier_versions(con, pub_id, erase)
+    con.execute("delete from audit.corrections_in_progress where run_id = $run_id", {"run_id": run.run_id})
+    if not written_ahead:
+        ledger.prune_versions(con, retain, window)
+    return ledger.prune_history(con, retain, window), erase
 
 
 def restore_candidates(wh: Warehouse, scratch: Path, window: Window,
