@@ -171,12 +171,20 @@ def versions_table(con: duckdb.DuckDBPyConnection, name: str, versions: dict[str
                     [(dt.date.fromisoformat(p), v) for p, v in versions.items()])
 
 
-def write_version(con: duckdb.DuckDBPyConnection, layer: Layer, pub_id: str, source: str, part: Window) -> None:
+def number_version(con: duckdb.DuckDBPyConnection, pub_id: str) -> int:
+    """The small integer the version store files `pub_id`'s rows under (the views join on it, not on the id)."""
+    return con.execute("insert into audit.version_numbers values ($p, nextval('audit.version_seq')) returning version",
+                       {"p": pub_id}).fetchone()[0]
+
+
+def write_version(con: duckdb.DuckDBPyConnection, layer: Layer, pub_id: str, version: int, source: str,
+                  part: Window) -> None:
     """Write `source`'s rows of `part` into the layer's store under `pub_id` (ahead of the commit: no reader
     sees a version before the ledger points at it)."""
     cols = ", ".join(layer.columns)
-    con.execute(f"insert into {layer.store} select $pub, {cols} from {source} "
-                "where partition_date between $start and $end", {"pub": pub_id, **part.params})
+    con.execute(f"insert into {layer.store} (publication_id, version, {cols}) select $pub, $version, {cols} "
+                f"from {source} where partition_date between $start and $end",
+                {"pub": pub_id, "version": version, **part.params})
 
 
 def retire(con: duckdb.DuckDBPyConnection, before: dict[str, Current], window: Window) -> None:
@@ -245,6 +253,8 @@ def drop_versions(con: duckdb.DuckDBPyConnection, pub_ids: list[str]) -> None:
     for layer in VERSIONED:
         con.execute(f"delete from {layer.store} where publication_id in (select unnest($ids)) "
                     "and publication_id not in (select publication_id from audit.publications)", {"ids": pub_ids})
+    con.execute("delete from audit.version_numbers where publication_id in (select unnest($ids)) "
+                "and publication_id not in (select publication_id from audit.publications)", {"ids": pub_ids})
     con.execute("delete from audit.pending_versions where publication_id in (select unnest($ids))", {"ids": pub_ids})
 
 

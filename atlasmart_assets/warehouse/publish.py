@@ -40,6 +40,7 @@ def _write_ahead(wh: Warehouse, scratch: Path, parts: list[Window], pub_id: str,
                  stats: LockStats | None) -> None:
     """The candidate rows of every versioned layer, into the version store under `pub_id`, a chunk of days per
     transaction. Readers see none of it until the commit's ledger rows point at it."""
+    version = 0
     for n, part in enumerate(parts):
         if n:
             hand_over()
@@ -49,8 +50,9 @@ def _write_ahead(wh: Warehouse, scratch: Path, parts: list[Window], pub_id: str,
                 if n == 0:
                     con.execute("insert into audit.pending_versions (publication_id, run_id) values ($p, $r)",
                                 {"p": pub_id, "r": run_id})
+                    version = ledger.number_version(con, pub_id)
                 for layer in ledger.VERSIONED:
-                    ledger.write_version(con, layer, pub_id, f"s.{layer.candidate}", part)
+                    ledger.write_version(con, layer, pub_id, version, f"s.{layer.candidate}", part)
 
 
 def _prune(wh: Warehouse, parts: list[Window], stats: LockStats | None) -> None:
@@ -141,8 +143,9 @@ def _commit(con: duckdb.DuckDBPyConnection, pub_id: str, kind: str, run: RunInfo
     """The one transaction's writes (the caller's transaction; scratch attached as `s`). Returns the publication
     ids whose extracts are kept, and the days a deletion request erased."""
     if not written_ahead:
+        version = ledger.number_version(con, pub_id)
         for layer in ledger.VERSIONED:
-            ledger.write_version(con, layer, pub_id, f"s.{layer.candidate}", window)
+            ledger.write_version(con, layer, pub_id, version, f"s.{layer.candidate}", window)
         failpoint("wrote_versions")
     ledger.retire(con, before, window)
     for layer in ledger.COPIED:
@@ -199,7 +202,8 @@ def restore_candidates(wh: Warehouse, scratch: Path, window: Window,
         attach(con, scratch, "s")
         con.execute("create schema if not exists s.candidate")
         for layer in ledger.LAYERS:
-            con.execute(f"create or replace table s.{layer.candidate} as select h.* exclude (publication_id) "
+            cols = ", ".join(f"h.{c}" for c in layer.columns)
+            con.execute(f"create or replace table s.{layer.candidate} as select {cols} "
                         f"from {layer.store or layer.history} h join targets using (partition_date, publication_id)")
         after = {p: DayCandidate(p, r[2], json.loads(r[3]), r[4], r[5], r[6], r[7],
                                  tuple(json.loads(r[8])) if r[8] else (), r[9], r[10],
