@@ -40,6 +40,25 @@ def _instance() -> DagsterInstance:
     return dg.DagsterInstance.ephemeral()
 
 
+def _migrate(args: argparse.Namespace) -> int:
+    """Apply pending schema migrations now, at a time of the operator's choosing, instead of in the first run's
+    writer (an upgrade that moves a year of rows holds the warehouse while it does)."""
+    from atlasmart_assets.resources import Warehouse
+    from atlasmart_assets.warehouse import migrations
+
+    wh = Warehouse()
+    before: set[int] = set()
+    if wh.settings.warehouse_path.exists():
+        with wh.reader() as con:
+            before = migrations.applied(con)
+    with wh.writer() as con:  # it applies every pending migration on opening
+        after = migrations.applied(con)
+    ran = sorted(after - before)
+    print(f"warehouse {wh.settings.warehouse_path}: applied {', '.join(map(str, ran)) or 'nothing'}; "
+          f"schema at migration {max(after)}")
+    return 0
+
+
 def _rollback(args: argparse.Namespace) -> int:
     """Run `rollback_job`, the job the UI launches, in this process against the instance: the run, its
     materializations, the change notice and the Slack message follow as for a rollback launched in the UI."""
@@ -119,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     lab = sub.add_parser("lab", help="replay the seed lab on a scratch data dir and print the acceptance summary")
     lab.add_argument("--data-dir", help="where to write (default: a new temporary directory)")
     lab.set_defaults(func=_lab)
+    mg = sub.add_parser("migrate", help="apply pending schema migrations now (otherwise the first run's writer does)")
+    mg.set_defaults(func=_migrate)
     rb = sub.add_parser("rollback", help="restore the previous publication of a range, in one commit")
     rb.add_argument("--from", dest="start", required=True)
     rb.add_argument("--to", dest="end")

@@ -165,17 +165,19 @@ def _cross_day_duplicates(wh: Warehouse, scope: RunScope, con: duckdb.DuckDBPyCo
 
 def _take_window(wh: Warehouse, scope: RunScope, stats: LockStats, run_finished: Callable[[str], bool],
                  ref: reference.Reference) -> None:
-    """Flags of crashed runs are cleared here, without waiting for a sensor, and the rows they wrote ahead of a
-    commit that never came are dropped; a backfill then flags its window. The reference evidence this run applies
-    is recorded at its first sighting (it is immutable from then on)."""
+    """Flags of crashed runs are cleared here, without waiting for a sensor; a backfill then flags its window, and
+    drops the rows ended runs wrote ahead of a commit that never came (today's load leaves that to the backfill
+    lane: a year's rows take several holds). The reference evidence this run applies is recorded at its first
+    sighting (it is immutable from then on)."""
     with wh.writer(stats) as con:
         reference.record_first_sightings(con, ref, scope.run.run_id)
         for run_id in flags.held_by(con):
             if run_id != scope.run.run_id and run_finished(run_id):
                 flags.clear(con, run_id)
-        collect_abandoned(con, lambda run_id: run_id != scope.run.run_id and run_finished(run_id))
         if scope.is_backfill:
             flags.mark(con, scope.window, scope.run)
+    if scope.is_backfill:
+        collect_abandoned(wh, lambda run_id: run_id != scope.run.run_id and run_finished(run_id), stats)
 
 
 def release_window(wh: Warehouse, run_id: str, stats: LockStats | None = None) -> None:

@@ -7,7 +7,7 @@ import dagster as dg
 import duckdb
 import pytest
 
-from atlasmart_assets import lab, sql
+from atlasmart_assets import cli, lab, sql
 from atlasmart_assets.lab import run_chain
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.warehouse import publish as publish_mod
@@ -60,7 +60,8 @@ def test_retention_drops_superseded_versions_never_the_current_or_a_pending_one(
     assert len(first) == 1
     # Rows a publish in progress wrote ahead: the ledger does not name them yet.
     with Warehouse().writer() as con:
-        con.execute("insert into audit.pending_versions (publication_id, run_id) values ('pub-in-flight', 'r-live')")
+        con.execute("insert into audit.pending_versions (publication_id, run_id, window_start, window_end) "
+                    "values ('pub-in-flight', 'r-live', '2026-09-20', '2026-09-20')")
         con.execute("insert into versions.fct_order_lines select * replace ('pub-in-flight' as publication_id, "
                     "-1 as version) from versions.fct_order_lines where partition_date = '2026-09-20'")
     for _ in range(3):  # publishes that do not collect abandoned rows (a correction would: r-live is no run)
@@ -106,8 +107,7 @@ def test_rows_of_an_ended_run_are_collected_and_a_publish_that_lost_them_commits
 
     def collect_at(name: str) -> None:
         if name == "wrote_versions":  # another correction starts now and takes this run for ended
-            with Warehouse().writer() as con:
-                assert collect_abandoned(con, lambda run_id: True)
+            assert collect_abandoned(Warehouse(), lambda run_id: True)
 
     monkeypatch.setattr(publish_mod, "failpoint", collect_at)
     with dg.DagsterInstance.ephemeral() as inst:
@@ -118,21 +118,54 @@ def test_rows_of_an_ended_run_are_collected_and_a_publish_that_lost_them_commits
     while error is not None:
         causes.append(error.message)
         error = error.cause
-    assert any("PublishConflict" in c and "collected as abandoned" in c for c in causes), causes
+    assert any("PublishConflict" in c and "taken for abandoned" in c for c in causes), causes
     assert state.snapshot(env) == before, "nothing published changed"
     assert _orphans(env) == [] and state.table_rows(env, "audit.pending_versions") == []
 
     # A run killed between its written-ahead rows and its commit leaves them pending; a correction collects them
     # once that run has ended, not while it runs.
     with Warehouse().writer() as con:
-        con.execute("insert into audit.pending_versions (publication_id, run_id) values ('pub-killed', 'r-killed')")
+        con.execute("insert into audit.pending_versions (publication_id, run_id, window_start, window_end) "
+                    "values ('pub-killed', 'r-killed', '2026-09-18', '2026-09-20')")
         con.execute("insert into versions.staged_order_lines select * replace ('pub-killed' as publication_id, "
                     "-2 as version) from versions.staged_order_lines")
-        assert collect_abandoned(con, lambda run_id: False) == []
+    assert collect_abandoned(Warehouse(), lambda run_id: False) == []
     assert _orphans(env) != []
-    with Warehouse().writer() as con:
-        assert collect_abandoned(con, lambda run_id: run_id == "r-killed") == ["pub-killed"]
+    assert collect_abandoned(Warehouse(), lambda run_id: run_id == "r-killed") == ["pub-killed"]
     assert _orphans(env) == [] and state.snapshot(env) == before
+
+
+def test_a_day_republished_while_rows_are_written_ahead_stops_the_publish_before_that_day(
+        env, published, monkeypatch) -> None:
+    """A deletion request applied to a day by today's run erases that day's other versions, pending ones too: a
+    backfill writing ahead must not write that day again afterwards (it would bring the subject back into the
+    store). Each chunk checks its days against what the audit saw, in the transaction that writes them."""
+    monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "1")
+    published(("2026-09-18", "2026-09-20"))
+    handovers: list[int] = []
+
+    def republish_2026_09_20() -> None:
+        handovers.append(1)
+        if len(handovers) == 1:  # after the backfill wrote 2026-09-18, before 2026-09-19 and -20
+            lab.publish_legacy_incident(Warehouse())
+
+    monkeypatch.setattr(publish_mod, "hand_over", republish_2026_09_20)
+    written: list[tuple[str, str]] = []
+    real = publish_mod.ledger.write_version
+    monkeypatch.setattr(publish_mod.ledger, "write_version", lambda con, layer, pub, version, source, part: (
+        written.append((pub, str(part))), real(con, layer, pub, version, source, part)))
+    with dg.DagsterInstance.ephemeral() as inst:
+        result = run_chain(inst, "2026-09-18", "2026-09-20", {"dagster/backfill": "bf-overtaken"})
+    assert not result.success
+    backfill = written[0][0]
+    assert sorted({part for pub, part in written if pub == backfill}) == ["2026-09-18", "2026-09-19"], written
+    incident = [r[0] for r in state.table_rows(env, "(select publication_id, partition_date from audit.publications)",
+                                               "partition_date = '2026-09-20'")]
+    # Only the publications the ledger knows have rows: the backfill's were dropped, none was written for -20.
+    assert _orphans(env) == [] and state.table_rows(env, "audit.pending_versions") == []
+    assert sorted({r[0] for r in state.table_rows(env, "(select distinct publication_id, partition_date "
+                                                       "from versions.fct_order_lines)",
+                                                  "partition_date = '2026-09-20'")}) == sorted(incident)
 
 
 PREVIOUS = [n for n, _, _ in sql.migrations() if n not in (6, 7)]
@@ -157,7 +190,7 @@ def _line(day: str, k: int, cost: float) -> tuple:
     return (d, f"{day}-L{k}", f"O{k}", "C1", "DE", "gold", "SKU", 1, 10.0, cost, t, t, k)
 
 
-def test_a_warehouse_of_the_previous_release_migrates_with_nothing_lost(env) -> None:
+def test_a_warehouse_of_the_previous_release_migrates_with_nothing_lost(env, capsys) -> None:
     env.data_dir.mkdir(parents=True)
     con = _previous_release(env.warehouse_path)
     day1, day2 = "2026-09-19", "2026-09-20"
@@ -183,8 +216,8 @@ def test_a_warehouse_of_the_previous_release_migrates_with_nothing_lost(env) -> 
                    for t in ("staged_order_lines", "fct_order_lines")}
     con.close()
 
-    with Warehouse().writer():
-        pass  # the publish path's connection applies the pending migration
+    assert cli.main(["migrate"]) == 0  # an operator upgrades when no load is due (else the first writer does)
+    assert "applied 6, 7; schema at migration" in capsys.readouterr().out
     for table, rows in old.items():
         assert state.table_rows(env, table) == rows, table
     for table, rows in old_history.items():

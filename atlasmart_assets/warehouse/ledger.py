@@ -246,21 +246,46 @@ def over_retention(con: duckdb.DuckDBPyConnection, retain: int, window: Window) 
     return {r[0].isoformat() for r in rows}
 
 
-def drop_versions(con: duckdb.DuckDBPyConnection, pub_ids: list[str]) -> None:
-    """Remove the written-ahead rows of publications that never committed, and their pending records."""
-    if not pub_ids:
-        return
+@dataclass(frozen=True)
+class Pending:
+    """A publish that wrote rows ahead of its commit."""
+
+    publication_id: str
+    run_id: str
+    window: Window
+    abandoned: bool
+
+
+def pending_versions(con: duckdb.DuckDBPyConnection) -> dict[str, Pending]:
+    rows = con.execute("select publication_id, run_id, window_start, window_end, abandoned_at is not null "
+                       "from audit.pending_versions").fetchall()
+    return {r[0]: Pending(r[0], r[1], Window(r[2], r[3]), r[4]) for r in rows}
+
+
+def may_write(con: duckdb.DuckDBPyConnection, pub_id: str) -> bool:
+    """Whether `pub_id` is still a pending publish nobody marked abandoned."""
+    pending = pending_versions(con).get(pub_id)
+    return pending is not None and not pending.abandoned
+
+
+def mark_abandoned(con: duckdb.DuckDBPyConnection, pub_ids: list[str]) -> None:
+    con.execute("update audit.pending_versions set abandoned_at = now() where publication_id in (select unnest($ids)) "
+                "and abandoned_at is null", {"ids": pub_ids})
+
+
+def drop_version_rows(con: duckdb.DuckDBPyConnection, pub_id: str, part: Window) -> None:
+    """Remove the written-ahead rows of `part` of a publication that never committed."""
     for layer in VERSIONED:
-        con.execute(f"delete from {layer.store} where publication_id in (select unnest($ids)) "
-                    "and publication_id not in (select publication_id from audit.publications)", {"ids": pub_ids})
-    con.execute("delete from audit.version_numbers where publication_id in (select unnest($ids)) "
-                "and publication_id not in (select publication_id from audit.publications)", {"ids": pub_ids})
-    con.execute("delete from audit.pending_versions where publication_id in (select unnest($ids))", {"ids": pub_ids})
+        con.execute(f"delete from {layer.store} where publication_id = $p and partition_date between $start and $end "
+                    "and publication_id not in (select publication_id from audit.publications)",
+                    {"p": pub_id, **part.params})
 
 
-def pending_versions(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
-    """publication_id -> run_id of every publish that wrote rows ahead and has not committed (or died)."""
-    return dict(con.execute("select publication_id, run_id from audit.pending_versions").fetchall())
+def forget_pending(con: duckdb.DuckDBPyConnection, pub_id: str) -> None:
+    """The last step of dropping an abandoned publish: its number and its pending record."""
+    con.execute("delete from audit.version_numbers where publication_id = $p "
+                "and publication_id not in (select publication_id from audit.publications)", {"p": pub_id})
+    con.execute("delete from audit.pending_versions where publication_id = $p", {"p": pub_id})
 
 
 def erase_earlier_versions(con: duckdb.DuckDBPyConnection, pub_id: str, days: dict[str, list[str]]) -> None:

@@ -36,10 +36,18 @@ def recover_extracts(wh: Warehouse, con: duckdb.DuckDBPyConnection) -> bool:
     return False
 
 
+def _moved(before: dict[str, Current], expected: dict[str, Current], days: list[str]) -> list[str]:
+    """The days whose current publication is no longer the one the audit compared against."""
+    return sorted(p for p in days if (before.get(p) and before[p].seq) != (expected.get(p) and expected[p].seq))
+
+
 def _write_ahead(wh: Warehouse, scratch: Path, parts: list[Window], pub_id: str, run_id: str,
-                 stats: LockStats | None) -> None:
+                 expected: dict[str, Current] | None, stats: LockStats | None) -> None:
     """The candidate rows of every versioned layer, into the version store under `pub_id`, a chunk of days per
-    transaction. Readers see none of it until the commit's ledger rows point at it."""
+    transaction. Readers see none of it until the commit's ledger rows point at it. Before each chunk: if its days
+    were republished since the audit (a deletion request applied to one, say), or this publish was taken for
+    abandoned, nothing more is written."""
+    window = Window(parts[0].start, parts[-1].end)
     version = 0
     for n, part in enumerate(parts):
         if n:
@@ -48,9 +56,18 @@ def _write_ahead(wh: Warehouse, scratch: Path, parts: list[Window], pub_id: str,
             attach(con, scratch, "s")
             with transaction(con):
                 if n == 0:
-                    con.execute("insert into audit.pending_versions (publication_id, run_id) values ($p, $r)",
-                                {"p": pub_id, "r": run_id})
+                    con.execute("insert into audit.pending_versions (publication_id, run_id, window_start, "
+                                "window_end) values ($p, $r, $start, $end)",
+                                {"p": pub_id, "r": run_id, **window.params})
                     version = ledger.number_version(con, pub_id)
+                elif not ledger.may_write(con, pub_id):
+                    raise PublishConflict(f"publication {pub_id} was taken for abandoned (another correction "
+                                          "found its run ended); nothing was published, re-run")
+                if expected is not None:
+                    moved = _moved(ledger.current(con, part), expected, part.keys)
+                    if moved:
+                        raise PublishConflict(f"partitions {moved} were republished since this run audited them; "
+                                              "nothing was published, re-run to audit against the new publication")
                 for layer in ledger.VERSIONED:
                     ledger.write_version(con, layer, pub_id, version, f"s.{layer.candidate}", part)
 
@@ -64,21 +81,41 @@ def _prune(wh: Warehouse, parts: list[Window], stats: LockStats | None) -> None:
             ledger.prune_versions(con, wh.settings.retain_versions, part)
 
 
+def _drop(wh: Warehouse, pending: ledger.Pending, stats: LockStats | None) -> None:
+    """Drop an abandoned publish's rows a chunk of days per transaction, then its record (a drop cut short is
+    finished by the next collection: the record stays marked abandoned until the end)."""
+    for part in pending.window.split(wh.settings.chunk_days):
+        hand_over()
+        with wh.writer(stats) as con, transaction(con):
+            ledger.drop_version_rows(con, pending.publication_id, part)
+    with wh.writer(stats) as con, transaction(con):
+        ledger.forget_pending(con, pending.publication_id)
+
+
 def _abandon(wh: Warehouse, pub_id: str) -> None:
-    """A publish that will not commit: its written-ahead rows go (best effort; a leftover is collected by the
-    next correction once this run has ended)."""
+    """A publish that will not commit: its written-ahead rows go (best effort; what is left is collected by the
+    next backfill)."""
     try:
         with wh.writer() as con, transaction(con):
-            ledger.drop_versions(con, [pub_id])
+            ledger.mark_abandoned(con, [pub_id])
+            pending = ledger.pending_versions(con).get(pub_id)
+        if pending is not None:
+            _drop(wh, pending, None)
     except Exception:  # noqa: BLE001 - the publish's own error is the one to report
         pass
 
 
-def collect_abandoned(con: duckdb.DuckDBPyConnection, run_finished: Callable[[str], bool]) -> list[str]:
+def collect_abandoned(wh: Warehouse, run_finished: Callable[[str], bool],
+                      stats: LockStats | None = None) -> list[str]:
     """Drop the written-ahead rows of publishes whose run ended without committing (killed between the first
-    chunk and the commit). Returns their publication ids."""
-    gone = sorted(p for p, run_id in ledger.pending_versions(con).items() if run_finished(run_id))
-    ledger.drop_versions(con, gone)
+    chunk and the commit), and finish drops cut short. They are marked abandoned first, in one transaction: from
+    then on such a publish can neither write nor commit, whatever its run really is. Returns their ids."""
+    with wh.writer(stats) as con, transaction(con):
+        found = ledger.pending_versions(con)
+        gone = sorted(p for p, pending in found.items() if pending.abandoned or run_finished(pending.run_id))
+        ledger.mark_abandoned(con, gone)
+    for pub_id in gone:
+        _drop(wh, found[pub_id], stats)
     return gone
 
 
@@ -98,7 +135,7 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
     committed = False
     try:
         if ahead:
-            _write_ahead(wh, scratch, parts, pub_id, run.run_id, stats)
+            _write_ahead(wh, scratch, parts, pub_id, run.run_id, expected, stats)
             failpoint("wrote_versions")
             hand_over()
         with wh.writer(stats) as con:
@@ -106,14 +143,13 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
             recover_extracts(wh, con)
             before = ledger.current(con, window)
             if expected is not None:
-                moved = sorted(p for p in set(before) | set(expected)
-                               if (before.get(p) and before[p].seq) != (expected.get(p) and expected[p].seq))
+                moved = _moved(before, expected, sorted(set(before) | set(expected)))
                 if moved:
                     raise PublishConflict(f"partitions {moved} were republished since this run audited them; "
                                           "nothing was written, re-run to audit against the new publication")
-            if ahead and pub_id not in ledger.pending_versions(con):
-                raise PublishConflict(f"the rows publication {pub_id} wrote ahead were collected as abandoned "
-                                      "(another correction took this run for ended); nothing was published, re-run")
+            if ahead and not ledger.may_write(con, pub_id):
+                raise PublishConflict(f"publication {pub_id} was taken for abandoned (another correction found its "
+                                      "run ended); nothing was published, re-run")
             extracts.stage(cfg, pub_id, {p: c.extract_json for p, c in after.items()})
             failpoint("staged_extracts")
             attach(con, scratch, "s")

@@ -11,12 +11,16 @@ select cast(null as varchar) as publication_id, * from staged.order_lines with n
 create table versions.fct_order_lines as
 select cast(null as varchar) as publication_id, * from fact.fct_order_lines with no data;
 
--- A publish between its first written-ahead row and its commit. Rows of a publication neither here nor in the
--- ledger belong to nobody; a row here whose run ended without committing is collected by the next correction.
+-- A publish between its first written-ahead row and its commit, and the days it writes. A row here whose run
+-- ended without committing is marked abandoned (from then on the publish can neither write nor commit), then its
+-- rows are dropped a chunk of days at a time, then the row.
 create table audit.pending_versions (
     publication_id varchar primary key,
     run_id varchar not null,
-    started_at timestamptz not null default now()
+    window_start date not null,
+    window_end date not null,
+    started_at timestamptz not null default now(),
+    abandoned_at timestamptz
 );
 
 -- Existing rows: the published ones under the publication the ledger points at; retained history as it is (a
