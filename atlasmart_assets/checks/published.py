@@ -48,7 +48,7 @@ def _guarded(check: str, asset: tuple[str, ...], wh: Warehouse, audit: Callable[
 Figures = dict[str, dict]
 
 
-def _read_by_month(wh: Warehouse, window: Window,
+def _read_by_chunk(wh: Warehouse, window: Window,
                    read: Callable[[duckdb.DuckDBPyConnection, Window], tuple[Figures, ...]]) -> tuple[Figures, ...]:
     """`read` over each chunk of the window (ATLASMART_CHUNK_DAYS) in its own short read-only connection, handing
     the lock to a waiting writer between two: a year's check never keeps today's load out for long. Each day is
@@ -64,12 +64,12 @@ def _read_by_month(wh: Warehouse, window: Window,
 
 
 def published_fact_unique(wh: Warehouse, window: Window) -> Audit:
-    (figures,) = _read_by_month(wh, window, lambda con, part: (candidates.controls(con, "fact.fct_order_lines", part),))
+    (figures,) = _read_by_chunk(wh, window, lambda con, part: (candidates.controls(con, "fact.fct_order_lines", part),))
     return unique_keys(FACT_UNIQUE, FCT_ORDER_LINES, {d: f["duplicate_line_ids"] for d, f in figures.items()})
 
 
 def published_mart_matches_fact(wh: Warehouse, window: Window) -> Audit:
-    fact, mart = _read_by_month(wh, window, lambda con, part: (
+    fact, mart = _read_by_chunk(wh, window, lambda con, part: (
         candidates.controls(con, "fact.fct_order_lines", part),
         candidates.controls(con, "mart.revenue_daily", part, kind="mart")))
     return controls_match(MART_MATCHES, REVENUE_DAILY, {d: candidates.control_list(m) for d, m in mart.items()},

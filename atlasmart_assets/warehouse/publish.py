@@ -36,9 +36,18 @@ def recover_extracts(wh: Warehouse, con: duckdb.DuckDBPyConnection) -> bool:
     return False
 
 
-def _moved(before: dict[str, Current], expected: dict[str, Current], days: list[str]) -> list[str]:
-    """The days whose current publication is no longer the one the audit compared against."""
-    return sorted(p for p in days if (before.get(p) and before[p].seq) != (expected.get(p) and expected[p].seq))
+def _refuse_if_moved(before: dict[str, Current], expected: dict[str, Current], days: list[str]) -> None:
+    """Refuse when a day's current publication is no longer the one the audit compared against."""
+    moved = sorted(p for p in days if (before.get(p) and before[p].seq) != (expected.get(p) and expected[p].seq))
+    if moved:
+        raise PublishConflict(f"partitions {moved} were republished since this run audited them; "
+                              "nothing was published, re-run to audit against the new publication")
+
+
+def _refuse_if_abandoned(con: duckdb.DuckDBPyConnection, pub_id: str) -> None:
+    if not ledger.may_write(con, pub_id):
+        raise PublishConflict(f"publication {pub_id} was taken for abandoned (another correction found its run "
+                              "ended); nothing was published, re-run")
 
 
 def _write_ahead(wh: Warehouse, scratch: Path, parts: list[Window], pub_id: str, run_id: str,
@@ -60,14 +69,10 @@ def _write_ahead(wh: Warehouse, scratch: Path, parts: list[Window], pub_id: str,
                                 "window_end) values ($p, $r, $start, $end)",
                                 {"p": pub_id, "r": run_id, **window.params})
                     version = ledger.number_version(con, pub_id)
-                elif not ledger.may_write(con, pub_id):
-                    raise PublishConflict(f"publication {pub_id} was taken for abandoned (another correction "
-                                          "found its run ended); nothing was published, re-run")
+                else:
+                    _refuse_if_abandoned(con, pub_id)
                 if expected is not None:
-                    moved = _moved(ledger.current(con, part), expected, part.keys)
-                    if moved:
-                        raise PublishConflict(f"partitions {moved} were republished since this run audited them; "
-                                              "nothing was published, re-run to audit against the new publication")
+                    _refuse_if_moved(ledger.current(con, part), expected, part.keys)
                 for layer in ledger.VERSIONED:
                     ledger.write_version(con, layer, pub_id, version, f"s.{layer.candidate}", part)
 
@@ -143,13 +148,9 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
             recover_extracts(wh, con)
             before = ledger.current(con, window)
             if expected is not None:
-                moved = _moved(before, expected, sorted(set(before) | set(expected)))
-                if moved:
-                    raise PublishConflict(f"partitions {moved} were republished since this run audited them; "
-                                          "nothing was written, re-run to audit against the new publication")
-            if ahead and not ledger.may_write(con, pub_id):
-                raise PublishConflict(f"publication {pub_id} was taken for abandoned (another correction found its "
-                                      "run ended); nothing was published, re-run")
+                _refuse_if_moved(before, expected, sorted(set(before) | set(expected)))
+            if ahead:
+                _refuse_if_abandoned(con, pub_id)
             extracts.stage(cfg, pub_id, {p: c.extract_json for p, c in after.items()})
             failpoint("staged_extracts")
             attach(con, scratch, "s")
