@@ -11,7 +11,8 @@ from atlasmart_assets import cli, lab, sql
 from atlasmart_assets.lab import run_chain
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.warehouse import publish as publish_mod
-from atlasmart_assets.warehouse.publish import PublishConflict, collect_abandoned
+from atlasmart_assets.warehouse.publish import collect_abandoned
+from atlasmart_assets.window import Window
 from atlasmart_tests import state
 
 STORES = ("versions.staged_order_lines", "versions.fct_order_lines")
@@ -28,7 +29,7 @@ def _orphans(cfg) -> list[tuple]:
         "publication_id not in (select publication_id from audit.publications)")]
 
 
-def run_chain_backfill(env) -> bool:
+def run_chain_backfill() -> bool:
     with dg.DagsterInstance.ephemeral() as inst:
         return run_chain(inst, "2026-09-18", "2026-09-20", {"dagster/backfill": "bf-version-store"}).success
 
@@ -46,7 +47,7 @@ def test_readers_see_the_old_version_while_rows_are_written_ahead(env, published
     incident = state.content(env)
     assert incident != first and seen == []
 
-    assert run_chain_backfill(env)
+    assert run_chain_backfill()
     # 2026-09-18..20 in three chunks written ahead: two hand-overs between them and one before the commit, all
     # read as before (no day is past retention, so no prune follows the commit).
     assert len(seen) == 3 and all(s == incident for s in seen), len(seen)
@@ -88,9 +89,9 @@ def test_a_long_window_prunes_after_its_commit_a_chunk_at_a_time(env, published,
     real = publish_mod.ledger.prune_versions
     monkeypatch.setattr(publish_mod.ledger, "prune_versions",
                         lambda con, retain, part: pruned.append(str(part)) or real(con, retain, part))
-    assert run_chain_backfill(env)
+    assert run_chain_backfill()
     assert pruned == [], "two versions a day (the current one and one retained): nothing to prune"
-    assert run_chain_backfill(env)
+    assert run_chain_backfill()
     # Three versions a day now: each day's oldest goes, one chunk (one transaction) at a time.
     assert pruned == ["2026-09-18", "2026-09-19", "2026-09-20"], pruned
     for day in ("2026-09-18", "2026-09-19", "2026-09-20"):
@@ -236,8 +237,6 @@ def test_a_warehouse_of_the_previous_release_migrates_with_nothing_lost(env, cap
 
 @pytest.mark.parametrize("days", [1, 2, 31, 400])
 def test_a_window_splits_into_consecutive_chunks_that_cover_it(days) -> None:
-    from atlasmart_assets.window import Window
-
     window = Window.of("2025-09-22", "2026-09-21")
     parts = window.split(days)
     assert [k for part in parts for k in part.keys] == window.keys
