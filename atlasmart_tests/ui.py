@@ -7,6 +7,7 @@ Selectors are roles, placeholders and visible text of Dagster 1.13's UI, found b
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import os
 import re
 import time
@@ -14,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Mapping
 
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
+from playwright.sync_api import Error as PlaywrightError
 
 CHROMIUM = Path("/usr/bin/chromium")
 # No downloaded browser and no traffic beyond the loopback webserver.
@@ -77,13 +79,14 @@ class Operator:
         if siblings.is_visible():
             self.shot(f"{name}-additional-assets")
             siblings.get_by_role("button", name="Confirm").click()
-        selection = dialog.get_by_placeholder("No matching partitions")
-        selection.fill(f"[{partition_range[0]}...{partition_range[1]}]")
-        # The input re-renders once it holds a selection (its placeholder locator may stop matching): press
-        # Enter on whatever has focus, which fill() left on the input.
-        page.keyboard.press("Enter")
-        dialog.get_by_text("Tags", exact=True).click()
-        dialog.get_by_role("button", name="Add tags").click()
+        try:
+            self._select_range(dialog, partition_range)
+            add_tags = dialog.get_by_role("button", name="Add tags")
+            if not add_tags.is_visible():
+                dialog.get_by_text("Tags", exact=True).click()
+            add_tags.click()
+        except (PlaywrightError, AssertionError) as e:
+            raise AssertionError(f"launch dialog for {name}: {e}\n{self._seen(name, dialog)}") from e
         editor = page.get_by_role("dialog").filter(has_text="Add tags to run")
         for i, (key, value) in enumerate(tags.items()):
             if i:
@@ -106,6 +109,34 @@ class Operator:
         self.shot(f"{name}-created")
         [backfill_id] = new
         return backfill_id
+
+    def _select_range(self, dialog: Locator, partition_range: tuple[str, str]) -> None:
+        """Type the range and commit it by leaving the input; retried until the header counts its days.
+
+        Blurring commits like Enter does, without the risk of Enter reaching a button if the input re-rendered
+        and lost focus in between (a flake seen once on a loaded machine).
+        """
+        first, last = (dt.date.fromisoformat(d) for d in partition_range)
+        count = dialog.get_by_text(f"{(last - first).days + 1} partitions", exact=True)
+        for attempt in range(3):
+            selection = dialog.get_by_role("textbox").first
+            selection.fill(f"[{partition_range[0]}...{partition_range[1]}]")
+            dialog.get_by_text("Launch runs to materialize").click()
+            try:
+                expect(count).to_be_visible(timeout=20_000)
+                return
+            except AssertionError:
+                if attempt == 2:
+                    raise
+
+    def _seen(self, name: str, dialog: Locator) -> str:
+        """A screenshot and the dialog's text, for a step that timed out."""
+        path = self.shot(f"{name}-timeout")
+        try:
+            text = dialog.inner_text(timeout=2_000)
+        except PlaywrightError:
+            text = "(no launch dialog on the page)"
+        return f"screenshot {path}\ndialog text:\n{text}"
 
     @staticmethod
     def _created(texts: list[str]) -> set[str]:
