@@ -108,15 +108,18 @@ def _reconciled(evidence: dict[str, candidates.Evidence],
 def audit(scope: RunScope, con: duckdb.DuckDBPyConnection, current: dict[str, Current],
           evidence: dict[str, candidates.Evidence], shrink_threshold: float,
           cross_day: dict[str, list[str]], ref: reference.Reference | None = None,
-          suppressed: dict[str, dict[str, Any]] | None = None) -> tuple[list[Audit], dict[str, DayCandidate]]:
-    """Every audit of the window's candidates, and what each day would publish."""
+          suppressed: dict[str, dict[str, Any]] | None = None,
+          staged: dict[str, dict[str, Any]] | None = None) -> tuple[list[Audit], dict[str, DayCandidate]]:
+    """Every audit of the window's candidates, and what each day would publish. `staged`: the staged candidate's
+    figures per day, if already read (each relation's figures are read once: a year's read takes 1-2 s)."""
     window = scope.window
-    staged = candidates.controls(con, "candidate.staged_order_lines", window, kind="staged")
+    if staged is None:
+        staged = candidates.controls(con, "candidate.staged_order_lines", window, kind="staged")
     fact = candidates.controls(con, "candidate.fct_order_lines", window)
     mart = candidates.controls(con, "candidate.revenue_daily", window, kind="mart")
     suppressed = suppressed or {}
     days = candidates.days(con, window, evidence, reference=reference.identity(ref) if ref else None,
-                           applied={d: s["requests"] for d, s in suppressed.items()})
+                           applied={d: s["requests"] for d, s in suppressed.items()}, fact_figures=fact)
     expected = _reconciled(evidence, suppressed)
     fact_lists = {d: candidates.control_list(f) for d, f in fact.items()}
     rows_after = {d: c.rows for d, c in days.items()}
@@ -219,15 +222,16 @@ def correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool],
             candidates.build_staged(con, ref.customers, ref.deletion_keys, scope.window)
             if adjust_staged is not None:
                 adjust_staged(con)
-            candidates.build(con, scope.window)
+            candidates.build(con)
             progress.done("build", f"candidates for {len(scope.window.keys)} day(s)")
             cross_day = _cross_day_duplicates(wh, scope, con, stats)
             suppressed = candidates.suppressed(con, scope.window)
-            found, days = audit(scope, con, current, evidence, cfg.shrink_threshold, cross_day, ref, suppressed)
+            staged_figures = candidates.controls(con, "candidate.staged_order_lines", scope.window, kind="staged")
+            found, days = audit(scope, con, current, evidence, cfg.shrink_threshold, cross_day, ref, suppressed,
+                                staged_figures)
             found.insert(0, ref.audit())
             staged = {d: {"rows": int(f["lines"]), "unresolved_customers": int(f["unresolved_customers"])}
-                      for d, f in candidates.controls(con, "candidate.staged_order_lines", scope.window,
-                                                      kind="staged").items()}
+                      for d, f in staged_figures.items()}
         finally:
             con.close()
         outcome = Outcome(found, days, None, staged, stats)

@@ -44,7 +44,7 @@ def publish_legacy_incident(wh: Warehouse) -> Publication:
     try:
         con.execute("update candidate.staged_order_lines set unit_cost = $cost where line_id = $line",
                     {"cost": LEGACY_COST, "line": LEGACY_LINE})
-        candidates.build(con, window)
+        candidates.build(con)
         days = candidates.days(con, window, {})
     finally:
         con.close()

@@ -80,7 +80,7 @@ def _impact(wh: Warehouse, window: Window, now: dict[str, ledger.Current]) -> di
             if ref.problems:
                 raise ValueError("; ".join(ref.problems))
             candidates.build_staged(con, ref.customers, ref.deletion_keys, window)
-            candidates.build(con, window)
+            candidates.build(con)
             suppressed = candidates.suppressed(con, window)
             days = candidates.days(con, window, candidates.evidence(con, window), reference=reference.identity(ref),
                                    applied={d: x["requests"] for d, x in suppressed.items()})

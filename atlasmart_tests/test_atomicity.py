@@ -59,7 +59,7 @@ def test_reader_sees_all_old_or_all_new(env, instance, tmp_path) -> None:
         rcon.execute("detach s")
     con = wh.open_scratch("reader-test")
     con.execute("update candidate.staged_order_lines set unit_cost = unit_cost + 1")
-    candidates.build(con, window)
+    candidates.build(con)
     days_after = candidates.days(con, window, {})
     con.close()
     new = sum(c.controls[4] for c in days_after.values())

@@ -1,7 +1,7 @@
--- One row per order line (business key line_id) with its money figures.
+-- One row per order line (business key line_id) with its money figures, for every day of the staged candidate
+-- (a view: no parameters; its readers filter the window).
 with staged as (
     select * from candidate.staged_order_lines
-    where partition_date between $start and $end
 ),
 
 final as (
