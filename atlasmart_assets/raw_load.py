@@ -112,7 +112,7 @@ def load(wh: Warehouse, scope: RunScope, threads: int | None = None,
     days, step = sorted({f.partition for f in to_load}), wh.settings.chunk_days
     for start in range(0, len(days), step):
         if start:
-            hand_over()
+            hand_over(wh.settings.warehouse_path)
         chunk = set(days[start:start + step])
         _append(wh, run_id, [f for f in to_load if f.partition in chunk], stats)
     progress.done("append", f"{len(to_load)} new batch(es) appended")

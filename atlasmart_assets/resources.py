@@ -25,6 +25,7 @@ FIELDS = {
     "lock_timeout_s": "ATLASMART_LOCK_TIMEOUT_S",
     "duckdb_memory_limit": "ATLASMART_DUCKDB_MEMORY_LIMIT",
     "backfill_threads": "ATLASMART_BACKFILL_THREADS",
+    "backfill_nice": "ATLASMART_BACKFILL_NICE",
     "retain_versions": "ATLASMART_RETAIN_VERSIONS",
     "shrink_threshold": "ATLASMART_SHRINK_THRESHOLD",
 }
@@ -40,6 +41,7 @@ class Warehouse(dg.ConfigurableResource):
     lock_timeout_s: str | None = None
     duckdb_memory_limit: str | None = None
     backfill_threads: str | None = None
+    backfill_nice: str | None = None
     retain_versions: str | None = None
     shrink_threshold: str | None = None
 

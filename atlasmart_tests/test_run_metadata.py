@@ -2,8 +2,12 @@
 every core only while the current lane is idle."""
 
 import json
+import os
+from pathlib import Path
 
 import dagster as dg
+import duckdb
+import pytest
 
 from atlasmart_assets import capacity
 from atlasmart_assets.assets.common import controls_md
@@ -32,6 +36,8 @@ def test_each_partition_carries_its_own_figures_and_no_event_is_large(env, insta
         assert carrying == [HISTORY[1]], (key, carrying)
         newest = next(r for r in events if r.partition_key == HISTORY[1]).asset_materialization.metadata
         assert newest["window"].value == f"{HISTORY[0]}..{HISTORY[1]}" and "lock_hold_max_s" in newest
+        # The backfill's steps ran 10 steps lower in CPU priority than the process (restored after each step).
+        assert newest["cpu_niceness"].value == min(os.getpriority(os.PRIO_PROCESS, 0) + 10, 19), key
     sizes = [len(e.to_json()) if hasattr(e, "to_json") else len(str(e)) for e in instance.all_logs(result.run_id)]
     assert max(sizes) < 64 * 1024, max(sizes)
     logs = [e.user_message for e in instance.all_logs(result.run_id) if e.user_message]
@@ -53,6 +59,31 @@ def test_a_backfill_yields_cores_while_the_current_lane_is_busy(instance) -> Non
     assert run.status == dg.DagsterRunStatus.NOT_STARTED
     assert capacity.current_lane_active(instance), "a current-lane run not yet finished"
     assert capacity.backfill_threads(instance, 1) == 1
+
+
+def _niceness(tid: int) -> int:
+    """A thread's niceness, from /proc (field 19 of its stat, after the command name in parentheses)."""
+    stat = Path(f"/proc/self/task/{tid}/stat").read_text()
+    return int(stat[stat.rindex(")") + 2:].split()[16])
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="thread niceness is read from Linux's /proc")
+def test_a_backfill_step_and_the_duckdb_threads_it_starts_run_at_lower_cpu_priority(tmp_path) -> None:
+    before = os.getpriority(os.PRIO_PROCESS, 0)
+    threads_before = {int(t) for t in os.listdir("/proc/self/task")}
+    with capacity.lowered_priority(10) as nice:
+        assert nice == os.getpriority(os.PRIO_PROCESS, 0) == min(before + 10, 19)
+        con = duckdb.connect(str(tmp_path / "w.duckdb"), config={"threads": "2"})
+        con.execute("select sum(range) from range(10000000)").fetchall()
+        started = {int(t) for t in os.listdir("/proc/self/task")} - threads_before
+        assert started, "DuckDB started worker threads"
+        assert {_niceness(t) for t in started} == {nice}, "DuckDB's workers inherit the lowered priority"
+        con.close()
+    if os.geteuid() == 0:  # raising a priority again needs CAP_SYS_NICE
+        assert os.getpriority(os.PRIO_PROCESS, 0) == before
+    now = os.getpriority(os.PRIO_PROCESS, 0)
+    with capacity.lowered_priority(0) as unchanged:
+        assert unchanged == 0 and os.getpriority(os.PRIO_PROCESS, 0) == now, "the current lane keeps its priority"
 
 
 YEAR_EVENT_LOG_BUDGET = 5_000_000  # bytes a 365-day backfill may write to the event log (issue 15)

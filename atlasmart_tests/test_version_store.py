@@ -2,6 +2,7 @@
 retention drops only superseded versions, and a warehouse of the previous release migrates with nothing lost."""
 
 import datetime as dt
+from pathlib import Path
 
 import dagster as dg
 import duckdb
@@ -41,7 +42,7 @@ def test_readers_see_the_old_version_while_rows_are_written_ahead(env, published
     first = state.content(env)
     monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "1")
     seen: list[dict] = []
-    monkeypatch.setattr(publish_mod, "hand_over", lambda: seen.append(state.content(env)))
+    monkeypatch.setattr(publish_mod, "hand_over", lambda _path: seen.append(state.content(env)))
 
     lab.publish_legacy_incident(Warehouse())  # 2026-09-20: one chunk, written in the commit, no hand-over
     incident = state.content(env)
@@ -145,7 +146,7 @@ def test_a_day_republished_while_rows_are_written_ahead_stops_the_publish_before
     published(("2026-09-18", "2026-09-20"))
     handovers: list[int] = []
 
-    def republish_2026_09_20() -> None:
+    def republish_2026_09_20(_path: Path) -> None:
         handovers.append(1)
         if len(handovers) == 1:  # after the backfill wrote 2026-09-18, before 2026-09-19 and -20
             lab.publish_legacy_incident(Warehouse())

@@ -106,9 +106,11 @@ def correction_asset(context: dg.AssetExecutionContext,
     warehouse.prune_scratch(SCRATCH_MAX_AGE_S)
     threads = (capacity.backfill_threads(context.instance, warehouse.settings.backfill_threads)
                if scope.is_backfill else None)
-    context.log.info(f"{scope.window}: {len(scope.window.keys)} day(s), lane {scope.lane}, DuckDB threads "
-                     f"{threads or 'all cores'}")
-    outcome = correction.correct(warehouse, scope, _is_finished(context.instance), threads, log=context.log.info)
+    with capacity.lowered_priority(warehouse.settings.backfill_nice if scope.is_backfill else 0) as nice:
+        context.log.info(f"{scope.window}: {len(scope.window.keys)} day(s), lane {scope.lane}, DuckDB threads "
+                         f"{threads or 'all cores'}, CPU niceness {nice}")
+        outcome = correction.correct(warehouse, scope, _is_finished(context.instance), threads,
+                                     log=context.log.info)
     yield from (check_result(a) for a in outcome.audits)
     refuse(str(scope.window), outcome.audits)
     pub = outcome.publication
@@ -136,7 +138,7 @@ def correction_asset(context: dg.AssetExecutionContext,
     newest = max(pub.after)
     common = {"window": str(scope.window), "publication_id": pub.publication_id, "code_version": CODE_VERSION,
               "backfill_id": scope.run.backfill_id or "", "changed_partitions": len(pub.changed),
-              "publish_lock_hold_s": round(pub.lock_hold_s, 3), **outcome.stats.figures()}
+              "publish_lock_hold_s": round(pub.lock_hold_s, 3), "cpu_niceness": nice, **outcome.stats.figures()}
     for key in (STAGED_ORDER_LINES, FCT_ORDER_LINES):
         context.add_asset_metadata(common, asset_key=list(key), partition_key=newest)
     chart_entry = {"change_chart": dg.MetadataValue.md(image)} if image else {}

@@ -58,9 +58,10 @@ def raw_order_lines(context: dg.AssetExecutionContext,
     scope.enforce_fence()
     threads = (capacity.backfill_threads(context.instance, warehouse.settings.backfill_threads)
                if scope.is_backfill else None)
-    context.log.info(f"{scope.window}: {len(scope.window.keys)} day(s), lane {scope.lane}, DuckDB threads "
-                     f"{threads or 'all cores'}")
-    loaded = raw_load.load(warehouse, scope, threads, log=context.log.info)
+    with capacity.lowered_priority(warehouse.settings.backfill_nice if scope.is_backfill else 0) as nice:
+        context.log.info(f"{scope.window}: {len(scope.window.keys)} day(s), lane {scope.lane}, DuckDB threads "
+                         f"{threads or 'all cores'}, CPU niceness {nice}")
+        loaded = raw_load.load(warehouse, scope, threads, log=context.log.info)
     yield from (check_result(a) for a in loaded.audits)
     refuse(str(scope.window), loaded.audits)
     for day, fig in sorted(loaded.figures.items()):
@@ -81,6 +82,7 @@ def raw_order_lines(context: dg.AssetExecutionContext,
         "partitions_loaded": len(loaded.loaded),
         "batches_read": len(loaded.files),
         "code_version": CODE_VERSION,
+        "cpu_niceness": nice,
         **loaded.stats.figures(),
     }, partition_key=max(scope.window.keys))
     yield dg.MaterializeResult()

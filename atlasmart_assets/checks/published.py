@@ -56,7 +56,7 @@ def _read_by_chunk(wh: Warehouse, window: Window,
     out: tuple[Figures, ...] = ()
     for n, part in enumerate(window.split(wh.settings.chunk_days)):
         if n:
-            hand_over()
+            hand_over(wh.settings.warehouse_path)
         with wh.reader() as con:
             got = read(con, part)
         out = tuple({**a, **b} for a, b in zip(out, got)) if out else got

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import re
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,28 +40,63 @@ def is_lock_conflict(exc: BaseException) -> bool:
 
 # A process waiting on the lock tries again at least this often.
 POLL_MAX_S = 0.25
-# A writer taking the lock again right after releasing it (raw chunks, history copy then commit) pauses this long
-# first, so a run waiting on the lock gets its turn in between instead of waiting through both holds.
-HANDOVER_S = 0.3
+# A writer about to take the lock again (the next chunk of a long write) first lets the processes that announced
+# they wait on it go: up to this long, and not at all when nobody waits.
+HANDOVER_MAX_S = 5.0
+# A waiter refreshes its announcement at every retry; an older one is a waiter that died (killed while waiting).
+ANNOUNCEMENT_FRESH_S = 2.0
 
 
-def waiting_on_lock(action: Callable[[], T], timeout_s: float) -> T:
-    """`action()`, retried with backoff while another process holds the file, up to `timeout_s`."""
+def waiters_dir(path: Path) -> Path:
+    """Where processes waiting on the lock of `path` announce themselves (one empty file each)."""
+    return path.with_name(path.name + ".waiting")
+
+
+def waiting_on_lock(action: Callable[[], T], timeout_s: float, path: Path | None = None) -> T:
+    """`action()`, retried with backoff while another process holds the file, up to `timeout_s`. While it waits
+    it announces itself next to `path`, so a long writer hands the lock over at its next chunk boundary."""
     started = time.monotonic()
     delay = 0.05
-    while True:
-        try:
-            return action()
-        except duckdb.Error as exc:
-            if not is_lock_conflict(exc) or time.monotonic() - started > timeout_s:
-                raise
-            time.sleep(delay)
-            delay = min(delay * 1.5, POLL_MAX_S)
+    marker = waiters_dir(path) / f"{os.getpid()}-{threading.get_ident()}" if path is not None else None
+    try:
+        while True:
+            try:
+                return action()
+            except duckdb.Error as exc:
+                if not is_lock_conflict(exc) or time.monotonic() - started > timeout_s:
+                    raise
+                if marker is not None:
+                    with contextlib.suppress(OSError):
+                        marker.parent.mkdir(exist_ok=True)
+                        marker.touch()
+                time.sleep(delay)
+                delay = min(delay * 1.5, POLL_MAX_S)
+    finally:
+        if marker is not None:
+            marker.unlink(missing_ok=True)
 
 
-def hand_over() -> None:
-    """Between two holds of the same writer: let a waiting process take the lock first."""
-    time.sleep(HANDOVER_S)
+def announced_waiters(path: Path) -> list[Path]:
+    """The live announcements of processes waiting on the lock of `path`."""
+    try:
+        entries = list(waiters_dir(path).iterdir())
+    except OSError:
+        return []
+    now = time.time()
+    live = []
+    for entry in entries:
+        with contextlib.suppress(OSError):
+            if now - entry.stat().st_mtime <= ANNOUNCEMENT_FRESH_S:
+                live.append(entry)
+    return live
+
+
+def hand_over(path: Path) -> None:
+    """Between two holds of the same writer: every process that announced it waits on `path` takes its turn first
+    (up to HANDOVER_MAX_S); with nobody waiting, the writer goes on at once."""
+    deadline = time.monotonic() + HANDOVER_MAX_S
+    while announced_waiters(path) and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 @contextlib.contextmanager
@@ -67,7 +104,7 @@ def open_file(path: Path, *, read_only: bool, config: dict[str, str], timeout_s:
               stats: LockStats | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
     """A connection to `path`, retried while another process holds it, up to `timeout_s`; closed on exit."""
     started = time.monotonic()
-    con = waiting_on_lock(lambda: duckdb.connect(str(path), read_only=read_only, config=config), timeout_s)
+    con = waiting_on_lock(lambda: duckdb.connect(str(path), read_only=read_only, config=config), timeout_s, path)
     acquired = time.monotonic()
     if stats is not None:
         stats.waits.append(acquired - started)
@@ -106,6 +143,6 @@ def attach_waiting(con: duckdb.DuckDBPyConnection, path: Path, alias: str, timeo
                    stats: LockStats | None = None) -> None:
     """Attach another process's database read-only, waiting while a writer holds it (as open_file does)."""
     started = time.monotonic()
-    waiting_on_lock(lambda: attach(con, path, alias, read_only=True), timeout_s)
+    waiting_on_lock(lambda: attach(con, path, alias, read_only=True), timeout_s, path)
     if stats is not None:
         stats.waits.append(time.monotonic() - started)

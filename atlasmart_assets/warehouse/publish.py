@@ -60,7 +60,7 @@ def _write_ahead(wh: Warehouse, scratch: Path, parts: list[Window], pub_id: str,
     version = 0
     for n, part in enumerate(parts):
         if n:
-            hand_over()
+            hand_over(wh.settings.warehouse_path)
         with wh.writer(stats) as con:
             attach(con, scratch, "s")
             with transaction(con):
@@ -81,7 +81,7 @@ def _prune(wh: Warehouse, parts: list[Window], stats: LockStats | None) -> None:
     """Retention of the versioned layers, after the commit and a chunk of days per transaction: it only drops
     superseded versions, which no reader of the published tables sees."""
     for part in parts:
-        hand_over()
+        hand_over(wh.settings.warehouse_path)
         with wh.writer(stats) as con, transaction(con):
             ledger.prune_versions(con, wh.settings.retain_versions, part)
 
@@ -90,7 +90,7 @@ def _drop(wh: Warehouse, pending: ledger.Pending, stats: LockStats | None) -> No
     """Drop an abandoned publish's rows a chunk of days per transaction, then its record (a drop cut short is
     finished by the next collection: the record stays marked abandoned until the end)."""
     for part in pending.window.split(wh.settings.chunk_days):
-        hand_over()
+        hand_over(wh.settings.warehouse_path)
         with wh.writer(stats) as con, transaction(con):
             ledger.drop_version_rows(con, pending.publication_id, part)
     with wh.writer(stats) as con, transaction(con):
@@ -142,7 +142,7 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
         if ahead:
             _write_ahead(wh, scratch, parts, pub_id, run.run_id, expected, stats)
             failpoint("wrote_versions")
-            hand_over()
+            hand_over(wh.settings.warehouse_path)
         with wh.writer(stats) as con:
             acquired = time.monotonic()
             recover_extracts(wh, con)
