@@ -144,9 +144,9 @@ def test_the_ui_sees_a_new_batch_as_a_new_data_version_of_that_day_only(env, ins
 
 @pytest.mark.parametrize("seed", range(6))
 def test_the_merge_sql_equals_the_python_rules_on_random_batch_sets(seed: int) -> None:
-    """merged_lines.sql (which ranks only repeated line_ids and retracts by snapshot only on days with several
-    batches) against evidence.merge on random days: one batch or several, repeats inside a batch, retractions,
-    snapshots that drop lines."""
+    """merged_lines.sql (one window over every line; retraction by snapshot only on days with several batches)
+    against evidence.merge on random days: one batch or several, repeats inside a batch, retractions, snapshots
+    that drop lines."""
     import random
 
     import duckdb
