@@ -1,12 +1,14 @@
 """How much of the machine a backfill takes: every core while no current-lane run is queued or running, and
-ATLASMART_BACKFILL_THREADS (default 1) while one is, so today's load keeps a core; and always a lower CPU priority
-(ATLASMART_BACKFILL_NICE), so that when both want a core the scheduler gives it to today's load."""
+ATLASMART_BACKFILL_THREADS (default 1) while one is, so today's load keeps a core; always a lower CPU priority
+(ATLASMART_BACKFILL_NICE), so that when both want a core the scheduler gives it to today's load; and no new
+warehouse hold while a current-lane run is queued or running (up to ATLASMART_BACKFILL_GIVE_WAY_S per hold)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-from typing import Iterator
+import time
+from typing import Callable, Iterator
 
 import dagster as dg
 
@@ -19,6 +21,28 @@ ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.Dagste
 def current_lane_active(instance: dg.DagsterInstance) -> bool:
     return bool(instance.get_run_records(
         filters=dg.RunsFilter(tags={LANE_TAG: CURRENT_LANE}, statuses=ACTIVE), limit=1))
+
+
+# A run record that was created but never launched stays NOT_STARTED: it must not hold a backfill up.
+RUNNING = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
+POLL_S = 0.25
+
+
+def current_lane_running(instance: dg.DagsterInstance) -> bool:
+    return bool(instance.get_run_records(
+        filters=dg.RunsFilter(tags={LANE_TAG: CURRENT_LANE}, statuses=RUNNING), limit=1))
+
+
+def give_way(instance: dg.DagsterInstance, max_s: float) -> Callable[[], float]:
+    """What a backfill calls before each warehouse hold of a long write: it waits while a current-lane run is
+    queued or running, up to `max_s`, and returns how long it waited. Today's load then takes the lock as often as
+    it needs without queueing behind a backfill chunk each time."""
+    def wait() -> float:
+        started = time.monotonic()
+        while time.monotonic() - started < max_s and current_lane_running(instance):
+            time.sleep(POLL_S)
+        return time.monotonic() - started
+    return wait
 
 
 def backfill_threads(instance: dg.DagsterInstance, capped: int) -> int | None:

@@ -190,7 +190,7 @@ def release_window(wh: Warehouse, run_id: str, stats: LockStats | None = None) -
 
 def correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool], threads: int | None = None,
             adjust_staged: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
-            log: Callable[[str], None] | None = None) -> Outcome:
+            log: Callable[[str], None] | None = None, give_way: Callable[[], float] | None = None) -> Outcome:
     """Build, audit and (if clean) publish the window. Every exit path that did not publish releases the run's
     flags; the scratch database is dropped after a publication and kept for inspection after a refusal.
     `adjust_staged` edits the staged candidate before fact and mart are derived (the audit tests craft bad
@@ -239,7 +239,7 @@ def correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool],
                                f"{sum(c.rows for c in days.values()):,} rows")
         if not outcome.refused:
             outcome.publication = publish(wh, wh.scratch_path(run_id), scope.window, scope.run, CODE_VERSION, days,
-                                          current, stats=stats)
+                                          current, stats=stats, give_way=give_way)
             wh.drop_scratch(run_id)
             progress.done("publish", f"publication {outcome.publication.publication_id}, "
                                      f"{len(outcome.publication.changed)} day(s) changed")

@@ -80,8 +80,9 @@ def _audits(findings: list[Finding], files: list[RawFile]) -> list[Audit]:
 
 PHASES = (("parse", 0.5), ("profile", 0.3), ("append", 0.2))
 def load(wh: Warehouse, scope: RunScope, threads: int | None = None,
-         log: Callable[[str], None] | None = None) -> RawLoad:
-    """Audit the window's raw files and append those not loaded yet; nothing is written if an audit fails."""
+         log: Callable[[str], None] | None = None, give_way: Callable[[], float] | None = None) -> RawLoad:
+    """Audit the window's raw files and append those not loaded yet; nothing is written if an audit fails.
+    `give_way` (a backfill's) is called before each chunk's hold: it waits while today's load runs."""
     progress = Progress(log, f"raw {scope.window}", PHASES)
     stats = LockStats()
     run_id = scope.run.run_id
@@ -111,6 +112,8 @@ def load(wh: Warehouse, scope: RunScope, threads: int | None = None,
     # never holds the warehouse for long; a crash between chunks leaves whole batches, and the next run loads the rest.
     days, step = sorted({f.partition for f in to_load}), wh.settings.chunk_days
     for start in range(0, len(days), step):
+        if give_way is not None:
+            stats.gave_way.append(give_way())
         if start:
             hand_over(wh.settings.warehouse_path)
         chunk = set(days[start:start + step])

@@ -26,6 +26,7 @@ FIELDS = {
     "duckdb_memory_limit": "ATLASMART_DUCKDB_MEMORY_LIMIT",
     "backfill_threads": "ATLASMART_BACKFILL_THREADS",
     "backfill_nice": "ATLASMART_BACKFILL_NICE",
+    "backfill_give_way_s": "ATLASMART_BACKFILL_GIVE_WAY_S",
     "retain_versions": "ATLASMART_RETAIN_VERSIONS",
     "shrink_threshold": "ATLASMART_SHRINK_THRESHOLD",
 }
@@ -42,6 +43,7 @@ class Warehouse(dg.ConfigurableResource):
     duckdb_memory_limit: str | None = None
     backfill_threads: str | None = None
     backfill_nice: str | None = None
+    backfill_give_way_s: str | None = None
     retain_versions: str | None = None
     shrink_threshold: str | None = None
 

@@ -29,6 +29,7 @@ class Settings:
     version_grace_s: float
     chunk_days: int = 31
     backfill_nice: int = 10
+    backfill_give_way_s: float = 60.0
     freshness_deadline: str = "06:00"
     slo_queue_wait_s: float = 120.0
     slo_duration_s: float = 600.0
@@ -111,6 +112,7 @@ def load(overrides: Mapping[str, str | None] | None = None) -> Settings:
         version_grace_s=_number(env, "ATLASMART_VERSION_GRACE_S", "300", 0, "seconds"),
         chunk_days=int(_number(env, "ATLASMART_CHUNK_DAYS", "31", 1, "days", whole=True)),
         backfill_nice=int(_number(env, "ATLASMART_BACKFILL_NICE", "10", 0, "steps", whole=True, maximum=19)),
+        backfill_give_way_s=_number(env, "ATLASMART_BACKFILL_GIVE_WAY_S", "60", 0, "seconds"),
         freshness_deadline=_deadline(env.get(DEADLINE_ENV, "06:00")),
         slo_queue_wait_s=_number(env, "ATLASMART_SLO_QUEUE_WAIT_S", "120", 0, "seconds", above=True),
         slo_duration_s=_number(env, "ATLASMART_SLO_DURATION_S", "600", 0, "seconds", above=True),

@@ -3,6 +3,9 @@ every core only while the current lane is idle."""
 
 import json
 import os
+import threading
+import time
+import uuid
 from pathlib import Path
 
 import dagster as dg
@@ -59,6 +62,51 @@ def test_a_backfill_yields_cores_while_the_current_lane_is_busy(instance) -> Non
     assert run.status == dg.DagsterRunStatus.NOT_STARTED
     assert capacity.current_lane_active(instance), "a current-lane run not yet finished"
     assert capacity.backfill_threads(instance, 1) == 1
+
+
+def _running_current_run(instance: dg.DagsterInstance) -> dg.DagsterRun:
+    """A current-lane run as the daemon leaves it while it runs (STARTED), without running anything."""
+    return instance.add_run(dg.DagsterRun(job_name="atlasmart_daily", run_id=str(uuid.uuid4()),
+                                          status=dg.DagsterRunStatus.STARTED, tags=CURRENT_LANE_TAGS))
+
+
+def test_a_backfill_waits_to_take_the_warehouse_while_a_current_lane_run_runs(instance) -> None:
+    wait = capacity.give_way(instance, max_s=120)
+    assert wait() < 1, "no current-lane run: no wait"
+    run = _running_current_run(instance)
+    ender = threading.Timer(0.5, lambda: instance.report_run_failed(run))
+    ender.start()
+    waited = wait()
+    ender.join()
+    assert instance.get_run_by_id(run.run_id).is_finished, "it went on only once today's run had ended"
+    assert 0.4 < waited < 60, waited
+
+
+def test_a_backfill_gives_way_for_a_bounded_time_only(instance) -> None:
+    # A run record created but never launched stays NOT_STARTED for ever: it holds nobody up.
+    instance.add_run(dg.DagsterRun(job_name="atlasmart_daily", run_id=str(uuid.uuid4()),
+                                   status=dg.DagsterRunStatus.NOT_STARTED, tags=CURRENT_LANE_TAGS))
+    assert capacity.give_way(instance, max_s=120)() < 1
+    _running_current_run(instance)  # never ends
+    waited = capacity.give_way(instance, max_s=0.3)()
+    assert 0.3 <= waited < 30, waited
+
+
+def test_a_long_backfill_gives_way_before_each_warehouse_hold(env, instance, monkeypatch) -> None:
+    """19 days in chunks of 5: the raw append and the rows written ahead take 4 holds each, then the commit. With
+    a current-lane run running throughout, the backfill waits (here up to 0.2 s) before each of them, and still
+    publishes."""
+    monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "5")
+    monkeypatch.setenv("ATLASMART_BACKFILL_GIVE_WAY_S", "0.2")
+    _running_current_run(instance)
+    result = run_chain(instance, *HISTORY, {"dagster/backfill": "bf-gives-way"})
+    assert result.success
+    waited = {}
+    for key in (["raw", "order_lines"], ["fact", "fct_order_lines"]):
+        [record] = [r for r in instance.fetch_materializations(dg.AssetKey(key), limit=100).records
+                    if r.partition_key == HISTORY[1]]
+        waited[key[0]] = record.asset_materialization.metadata["gave_way_total_s"].value
+    assert waited["raw"] >= 4 * 0.2 and waited["fact"] >= 5 * 0.2, waited
 
 
 def _niceness(tid: int) -> int:

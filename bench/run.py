@@ -233,9 +233,10 @@ class Bench:
 
     # -- 4. the year, and today's load beside it ---------------------------------------------------------------
     def current_runs(self, env: dict[str, str], name: str, runs: int, until: Path | None = None,
-                     delay: float = 0.0) -> tuple[subprocess.Popen, Any, Path]:
+                     delay: float = 0.0, pause: float = 0.0) -> tuple[subprocess.Popen, Any, Path]:
         out = self.work / f"{name}.json"
-        cmd = worker("chain", out, "--start", self.newest.isoformat(), "--runs", str(runs), "--delay", str(delay))
+        cmd = worker("chain", out, "--start", self.newest.isoformat(), "--runs", str(runs), "--delay", str(delay),
+                     "--pause", str(pause))
         if until is not None:
             cmd += ["--until-file", str(until)]
         proc, fh = spawn(cmd, env, name)
@@ -270,7 +271,7 @@ class Bench:
         bproc, bfh = spawn(worker("chain", self.work / "year-concurrent.json", "--start", self.start.isoformat(),
                                   "--end", self.last.isoformat(), "--backfill", "bench"), env, "year-concurrent")
         cproc, cfh, cout = self.current_runs(env, "current-during-backfill", 1, until=stop,
-                                             delay=self.args.current_delay)
+                                             delay=self.args.current_delay, pause=self.args.current_pause)
         bcode, brss = reap(bproc, bfh)
         t1 = time.time()
         stop.touch()
@@ -434,6 +435,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--start", default="2025-09-22", help="first raw day")
     p.add_argument("--repeats", type=int, default=3, help="repetitions of the short measurements (medians)")
     p.add_argument("--current-delay", type=float, default=3.0, help="seconds after the backfill starts (plus imports)")
+    p.add_argument("--current-pause", type=float, default=5.0,
+                   help="seconds between two current runs beside the backfill (back to back, a backfill that gives "
+                        "way to today's load would wait its whole ATLASMART_BACKFILL_GIVE_WAY_S at every hold)")
     p.add_argument("--root", default="/tmp/atlasmart-bench", help="raw evidence and run data (outside the repo)")
     p.add_argument("--skip-cli", action="store_true", help="skip the one-process-per-partition CLI measurement")
     p.add_argument("--only", nargs="*", choices=("floor", "slice", "ui", "year"),

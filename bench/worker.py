@@ -133,6 +133,8 @@ def _chain_runs(args: argparse.Namespace) -> dict[str, Any]:
                 "event_log": _event_log(instance, result.run_id),
             })
             k += 1
+            if args.pause and (stop is not None or k < len(plan)):
+                time.sleep(args.pause)
     walls = [r["wall_s"] for r in runs]
     return {"runs": runs, "total_s": round(sum(walls), 3), "median_s": round(statistics.median(walls), 3),
             "max_s": max(walls), "all_success": all(r["success"] for r in runs)}
@@ -200,6 +202,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=1, help="runs of the window (with --until-file: at least this many)")
     parser.add_argument("--until-file", help="keep running the window until this file exists")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds to wait (after imports) before the first run")
+    parser.add_argument("--pause", type=float, default=0.0, help="seconds between two runs")
     args = parser.parse_args(argv)
     result = _chain_runs(args) if args.mode == "chain" else _floor(args)
     Path(args.out).write_text(json.dumps(result, indent=1))

@@ -110,7 +110,9 @@ def correction_asset(context: dg.AssetExecutionContext,
         context.log.info(f"{scope.window}: {len(scope.window.keys)} day(s), lane {scope.lane}, DuckDB threads "
                          f"{threads or 'all cores'}, CPU niceness {nice}")
         outcome = correction.correct(warehouse, scope, _is_finished(context.instance), threads,
-                                     log=context.log.info)
+                                     log=context.log.info,
+                                     give_way=capacity.give_way(context.instance, warehouse.settings.backfill_give_way_s)
+                                     if scope.is_backfill else None)
     yield from (check_result(a) for a in outcome.audits)
     refuse(str(scope.window), outcome.audits)
     pub = outcome.publication

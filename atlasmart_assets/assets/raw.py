@@ -61,7 +61,9 @@ def raw_order_lines(context: dg.AssetExecutionContext,
     with capacity.lowered_priority(warehouse.settings.backfill_nice if scope.is_backfill else 0) as nice:
         context.log.info(f"{scope.window}: {len(scope.window.keys)} day(s), lane {scope.lane}, DuckDB threads "
                          f"{threads or 'all cores'}, CPU niceness {nice}")
-        loaded = raw_load.load(warehouse, scope, threads, log=context.log.info)
+        loaded = raw_load.load(warehouse, scope, threads, log=context.log.info,
+                               give_way=capacity.give_way(context.instance, warehouse.settings.backfill_give_way_s)
+                               if scope.is_backfill else None)
     yield from (check_result(a) for a in loaded.audits)
     refuse(str(scope.window), loaded.audits)
     for day, fig in sorted(loaded.figures.items()):

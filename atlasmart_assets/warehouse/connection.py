@@ -23,6 +23,7 @@ class LockStats:
 
     waits: list[float] = field(default_factory=list)
     holds: list[float] = field(default_factory=list)
+    gave_way: list[float] = field(default_factory=list)
 
     def figures(self) -> dict[str, float]:
         return {
@@ -30,6 +31,7 @@ class LockStats:
             "lock_wait_max_s": round(max(self.waits, default=0.0), 3),
             "lock_hold_max_s": round(max(self.holds, default=0.0), 3),
             "lock_hold_total_s": round(sum(self.holds), 3),
+            "gave_way_total_s": round(sum(self.gave_way), 3),
         }
 
 

@@ -50,8 +50,22 @@ def _refuse_if_abandoned(con: duckdb.DuckDBPyConnection, pub_id: str) -> None:
                               "ended); nothing was published, re-run")
 
 
+GiveWay = Callable[[], float]
+
+
+def _next_hold(wh: Warehouse, give_way: GiveWay | None, stats: LockStats | None, first: bool = False) -> None:
+    """Before a long write's next hold: wait while today's load runs (a backfill's `give_way`), then let every
+    process that announced it waits on the lock go first (not before the first hold: nothing was held yet)."""
+    if give_way is not None:
+        waited = give_way()
+        if stats is not None:
+            stats.gave_way.append(waited)
+    if not first:
+        hand_over(wh.settings.warehouse_path)
+
+
 def _write_ahead(wh: Warehouse, scratch: Path, parts: list[Window], pub_id: str, run_id: str,
-                 expected: dict[str, Current] | None, stats: LockStats | None) -> None:
+                 expected: dict[str, Current] | None, stats: LockStats | None, give_way: GiveWay | None) -> None:
     """The candidate rows of every versioned layer, into the version store under `pub_id`, a chunk of days per
     transaction. Readers see none of it until the commit's ledger rows point at it. Before each chunk: if its days
     were republished since the audit (a deletion request applied to one, say), or this publish was taken for
@@ -59,8 +73,7 @@ def _write_ahead(wh: Warehouse, scratch: Path, parts: list[Window], pub_id: str,
     window = Window(parts[0].start, parts[-1].end)
     version = 0
     for n, part in enumerate(parts):
-        if n:
-            hand_over(wh.settings.warehouse_path)
+        _next_hold(wh, give_way, stats, first=n == 0)
         with wh.writer(stats) as con:
             attach(con, scratch, "s")
             with transaction(con):
@@ -77,11 +90,11 @@ def _write_ahead(wh: Warehouse, scratch: Path, parts: list[Window], pub_id: str,
                     ledger.write_version(con, layer, pub_id, version, f"s.{layer.candidate}", part)
 
 
-def _prune(wh: Warehouse, parts: list[Window], stats: LockStats | None) -> None:
+def _prune(wh: Warehouse, parts: list[Window], stats: LockStats | None, give_way: GiveWay | None) -> None:
     """Retention of the versioned layers, after the commit and a chunk of days per transaction: it only drops
     superseded versions, which no reader of the published tables sees."""
     for part in parts:
-        hand_over(wh.settings.warehouse_path)
+        _next_hold(wh, give_way, stats)
         with wh.writer(stats) as con, transaction(con):
             ledger.prune_versions(con, wh.settings.retain_versions, part)
 
@@ -126,13 +139,14 @@ def collect_abandoned(wh: Warehouse, run_finished: Callable[[str], bool],
 
 def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_version: str,
             after: dict[str, DayCandidate], expected: dict[str, Current] | None, *, kind: str = "publish",
-            restored: dict[str, str] | None = None, stats: LockStats | None = None) -> Publication:
+            restored: dict[str, str] | None = None, stats: LockStats | None = None,
+            give_way: GiveWay | None = None) -> Publication:
     """Publish staged, fact and mart for the whole window in ONE commit, with the ledger and the prior version;
     then swap the extracts in. A window longer than one chunk (ATLASMART_CHUNK_DAYS) has its staged and fact rows
     written ahead into the version store, so its commit moves the ledger's pointers (and the small mart) rather
     than rows, and retention follows the commit; a window of one chunk (today's load) does all of it in the
     commit, one hold. `expected` is what the audit compared against: if another publisher moved a partition
-    since, nothing is published."""
+    since, nothing is published. `give_way` (a backfill's) is called before each hold of a long write."""
     cfg = wh.settings
     pub_id = ledger.new_publication_id(kind)
     parts = window.split(cfg.chunk_days)
@@ -140,9 +154,9 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
     committed = False
     try:
         if ahead:
-            _write_ahead(wh, scratch, parts, pub_id, run.run_id, expected, stats)
+            _write_ahead(wh, scratch, parts, pub_id, run.run_id, expected, stats, give_way)
             failpoint("wrote_versions")
-            hand_over(wh.settings.warehouse_path)
+            _next_hold(wh, give_way, stats)
         with wh.writer(stats) as con:
             acquired = time.monotonic()
             recover_extracts(wh, con)
@@ -166,7 +180,7 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
             extracts.prune(cfg, {pub_id} if erase else keep | {pub_id}, immediately=bool(erase))
             over = ledger.over_retention(con, cfg.retain_versions, window) if ahead else set()
             hold = time.monotonic() - acquired
-        _prune(wh, [part for part in parts if over & set(part.keys)], stats)
+        _prune(wh, [part for part in parts if over & set(part.keys)], stats, give_way)
         return Publication(pub_id, kind, window, before, after, hold)
     except BaseException:
         if ahead and not committed:
