@@ -5,10 +5,11 @@ warehouse hold while a current-lane run is queued or running (up to ATLASMART_BA
 
 from __future__ import annotations
 
-import contextlib
 import os
+import sys
+import threading
 import time
-from typing import Callable, Iterator
+from typing import Callable, TypeVar
 
 import dagster as dg
 
@@ -23,6 +24,9 @@ def current_lane_active(instance: dg.DagsterInstance) -> bool:
         filters=dg.RunsFilter(tags={LANE_TAG: CURRENT_LANE}, statuses=ACTIVE), limit=1))
 
 
+T = TypeVar("T")
+# Only Linux gives each thread its own niceness (elsewhere PRIO_PROCESS 0 would lower the whole process).
+LOWERS = sys.platform.startswith("linux") and hasattr(os, "setpriority")
 # A run record that was created but never launched stays NOT_STARTED: it must not hold a backfill up.
 RUNNING = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
 POLL_S = 0.25
@@ -50,20 +54,36 @@ def backfill_threads(instance: dg.DagsterInstance, capped: int) -> int | None:
     return capped if current_lane_active(instance) else None
 
 
-@contextlib.contextmanager
-def lowered_priority(nice: int) -> Iterator[int]:
-    """The block runs `nice` steps lower in CPU priority; yields the niceness in force. On Linux the niceness is
-    the calling thread's and every thread it starts inherits it, so a DuckDB database opened inside the block
-    (its worker threads start at connect) runs lowered too. Idle cores stay usable: a lowered thread only loses
-    when another wants the core. The priority is restored after the block where the process may raise it."""
-    if nice <= 0 or not hasattr(os, "setpriority"):
-        yield 0
-        return
-    before = os.getpriority(os.PRIO_PROCESS, 0)
-    os.setpriority(os.PRIO_PROCESS, 0, min(before + nice, 19))
-    try:
-        yield os.getpriority(os.PRIO_PROCESS, 0)
-    finally:
-        # Raising it again needs CAP_SYS_NICE; without it the thread stays lowered (a run's step process ends anyway).
-        with contextlib.suppress(PermissionError):
-            os.setpriority(os.PRIO_PROCESS, 0, before)
+def niceness_of(nice: int) -> int:
+    """The niceness `run_lowered(nice, ...)` runs at, from the calling thread's (0 when it lowers nothing)."""
+    if nice <= 0 or not LOWERS:
+        return 0
+    return min(os.getpriority(os.PRIO_PROCESS, 0) + nice, 19)
+
+
+def run_lowered(nice: int, work: Callable[[], T]) -> T:
+    """`work()` in a thread of its own, `nice` steps lower in CPU priority than the caller. On Linux niceness is a
+    thread's own and the threads it starts inherit it, so a DuckDB database opened in `work` (its worker threads
+    start at connect) runs lowered too; idle cores stay usable (a lowered thread only loses a core another wants).
+    The caller's priority never changes: nothing to restore (raising a priority back needs CAP_SYS_NICE), and the
+    warehouse holds that follow, taken by the caller, never run lowered while today's load waits on them."""
+    if nice <= 0 or not LOWERS:
+        return work()
+    target = niceness_of(nice)
+    out: list[T] = []
+    failed: list[BaseException] = []
+
+    def body() -> None:
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, target)
+            out.append(work())
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            failed.append(exc)
+
+    # A daemon: a run terminated while it works must not keep its process alive.
+    thread = threading.Thread(target=body, name="atlasmart-lowered", daemon=True)
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
+    return out[0]

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import duckdb
 
-from atlasmart_assets import audits, candidates, failpoints, reference, sql
+from atlasmart_assets import audits, candidates, capacity, failpoints, reference, sql
 from atlasmart_assets.audits import Audit
 from atlasmart_assets.contract import CODE_VERSION, FCT_ORDER_LINES, REVENUE_DAILY, STAGED_ORDER_LINES
 from atlasmart_assets.progress import Progress
@@ -188,16 +188,53 @@ def release_window(wh: Warehouse, run_id: str, stats: LockStats | None = None) -
         flags.clear(con, run_id)
 
 
+def _build(wh: Warehouse, scope: RunScope, threads: int | None, ref: reference.Reference, need_raw: bool,
+           adjust_staged: Callable[[duckdb.DuckDBPyConnection], None] | None) -> dict[str, candidates.Evidence]:
+    """The window's candidates in scratch (no warehouse hold); the evidence each day reads."""
+    con = wh.open_scratch(scope.run.run_id, threads)
+    try:
+        if need_raw:
+            candidates.merge_evidence(con)
+        evidence = candidates.evidence(con, scope.window)
+        candidates.build_staged(con, ref.customers, ref.deletion_keys, scope.window)
+        if adjust_staged is not None:
+            adjust_staged(con)
+        candidates.build(con)
+        return evidence
+    finally:
+        con.close()
+
+
+def _audit_candidates(wh: Warehouse, scope: RunScope, threads: int | None, current: dict[str, Current],
+                      evidence: dict[str, candidates.Evidence], cross_day: dict[str, list[str]],
+                      ref: reference.Reference) -> tuple[list[Audit], dict[str, DayCandidate], dict[str, dict[str, int]]]:
+    """Every audit of the candidates in scratch (no warehouse hold), what each day would publish, and the staged
+    figures per day."""
+    con = wh.open_scratch(scope.run.run_id, threads)
+    try:
+        suppressed = candidates.suppressed(con, scope.window)
+        staged_figures = candidates.controls(con, "candidate.staged_order_lines", scope.window, kind="staged")
+        found, days = audit(scope, con, current, evidence, wh.settings.shrink_threshold, cross_day, ref, suppressed,
+                            staged_figures)
+        found.insert(0, ref.audit())
+        staged = {d: {"rows": int(f["lines"]), "unresolved_customers": int(f["unresolved_customers"])}
+                  for d, f in staged_figures.items()}
+        return found, days, staged
+    finally:
+        con.close()
+
+
 def correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool], threads: int | None = None,
             adjust_staged: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
-            log: Callable[[str], None] | None = None, give_way: Callable[[], float] | None = None) -> Outcome:
+            log: Callable[[str], None] | None = None, give_way: Callable[[], float] | None = None,
+            nice: int = 0) -> Outcome:
     """Build, audit and (if clean) publish the window. Every exit path that did not publish releases the run's
     flags; the scratch database is dropped after a publication and kept for inspection after a refusal.
     `adjust_staged` edits the staged candidate before fact and mart are derived (the audit tests craft bad
-    candidates with it)."""
+    candidates with it). A backfill's scratch work runs `nice` steps lower in CPU priority, and its `give_way` is
+    called before each warehouse hold of the publish."""
     stats = LockStats()
     run_id = scope.run.run_id
-    cfg = wh.settings
     progress = Progress(log, f"correction {scope.window}", PHASES)
     ref = reference.load(wh)
     if ref.problems:
@@ -214,26 +251,17 @@ def correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool],
         current = _read_published(wh, scope, stats, need_raw)
         progress.done("read", f"{len(current)} published day(s) of {len(scope.window.keys)}"
                       + ("; raw evidence copied from the warehouse" if need_raw else ""))
+        # The scratch work runs lowered for a backfill; the warehouse holds (the cross-day lookup, the publish)
+        # are taken at the run's own priority, so today's load never waits on a lowered holder.
+        evidence = capacity.run_lowered(nice, lambda: _build(wh, scope, threads, ref, need_raw, adjust_staged))
+        progress.done("build", f"candidates for {len(scope.window.keys)} day(s)")
         con = wh.open_scratch(run_id, threads)
         try:
-            if need_raw:
-                candidates.merge_evidence(con)
-            evidence = candidates.evidence(con, scope.window)
-            candidates.build_staged(con, ref.customers, ref.deletion_keys, scope.window)
-            if adjust_staged is not None:
-                adjust_staged(con)
-            candidates.build(con)
-            progress.done("build", f"candidates for {len(scope.window.keys)} day(s)")
             cross_day = _cross_day_duplicates(wh, scope, con, stats)
-            suppressed = candidates.suppressed(con, scope.window)
-            staged_figures = candidates.controls(con, "candidate.staged_order_lines", scope.window, kind="staged")
-            found, days = audit(scope, con, current, evidence, cfg.shrink_threshold, cross_day, ref, suppressed,
-                                staged_figures)
-            found.insert(0, ref.audit())
-            staged = {d: {"rows": int(f["lines"]), "unresolved_customers": int(f["unresolved_customers"])}
-                      for d, f in staged_figures.items()}
         finally:
             con.close()
+        found, days, staged = capacity.run_lowered(nice, lambda: _audit_candidates(
+            wh, scope, threads, current, evidence, cross_day, ref))
         outcome = Outcome(found, days, None, staged, stats)
         progress.done("audit", f"{len(found)} audits, {len(outcome.refused)} refusing, "
                                f"{sum(c.rows for c in days.values()):,} rows")

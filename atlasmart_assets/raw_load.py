@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from atlasmart_assets import raw_files
+from atlasmart_assets import capacity, raw_files
 from atlasmart_assets.audits import Audit
 from atlasmart_assets.contract import RAW_ORDER_LINES
 from atlasmart_assets.progress import Progress
@@ -79,26 +79,36 @@ def _audits(findings: list[Finding], files: list[RawFile]) -> list[Audit]:
 
 
 PHASES = (("parse", 0.5), ("profile", 0.3), ("append", 0.2))
-def load(wh: Warehouse, scope: RunScope, threads: int | None = None,
-         log: Callable[[str], None] | None = None, give_way: Callable[[], float] | None = None) -> RawLoad:
-    """Audit the window's raw files and append those not loaded yet; nothing is written if an audit fails.
-    `give_way` (a backfill's) is called before each chunk's hold: it waits while today's load runs."""
-    progress = Progress(log, f"raw {scope.window}", PHASES)
-    stats = LockStats()
-    run_id = scope.run.run_id
-    con = wh.open_scratch(run_id, threads)
+def _parse_and_profile(wh: Warehouse, scope: RunScope, threads: int | None,
+                       progress: Progress) -> tuple[list[RawFile], dict[str, dict[str, Any]], list[Finding]]:
+    """The window's files parsed and profiled in the run's scratch (no warehouse hold)."""
+    con = wh.open_scratch(scope.run.run_id, threads)
     try:
-        try:
-            files = raw_files.load_window(con, wh.settings.raw_dir, scope.window)
-        except raw_files.RawInputError as exc:
-            finding = Finding(FILE_READABLE, exc.partition, exc.path, exc.problem)
-            return RawLoad(_audits([finding], []), [], {}, [], stats)
+        files = raw_files.load_window(con, wh.settings.raw_dir, scope.window)
         progress.done("parse", f"{len(files)} batch file(s)")
         figures, findings = raw_files.profile(con, files)
         progress.done("profile", f"{sum(int(f['records']) for f in figures.values()):,} records, "
                                  f"{len(findings)} finding(s)")
+        return files, figures, findings
     finally:
         con.close()
+
+
+def load(wh: Warehouse, scope: RunScope, threads: int | None = None,
+         log: Callable[[str], None] | None = None, give_way: Callable[[], float] | None = None,
+         nice: int = 0) -> RawLoad:
+    """Audit the window's raw files and append those not loaded yet; nothing is written if an audit fails.
+    A backfill's parse and profile run `nice` steps lower in CPU priority (the appends, which hold the warehouse,
+    do not), and its `give_way` is called before each chunk's hold: it waits while today's load runs."""
+    progress = Progress(log, f"raw {scope.window}", PHASES)
+    stats = LockStats()
+    run_id = scope.run.run_id
+    try:
+        files, figures, findings = capacity.run_lowered(nice, lambda: _parse_and_profile(wh, scope, threads,
+                                                                                           progress))
+    except raw_files.RawInputError as exc:
+        finding = Finding(FILE_READABLE, exc.partition, exc.path, exc.problem)
+        return RawLoad(_audits([finding], []), [], {}, [], stats)
     with wh.reader(stats=stats) as rcon:
         first_seen = ledger.loaded_batches(rcon, scope.window)
     findings += _immutability(files, first_seen)

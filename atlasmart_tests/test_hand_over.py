@@ -16,6 +16,7 @@ import pytest
 
 from atlasmart_assets.warehouse.connection import (
     ANNOUNCEMENT_FRESH_S,
+    ANNOUNCEMENT_GONE_S,
     HANDOVER_MAX_S,
     announced_waiters,
     hand_over,
@@ -31,6 +32,17 @@ from atlasmart_assets.warehouse.connection import open_file
 with open_file(Path(sys.argv[1]), read_only=True, config={}, timeout_s=120) as con:
     con.execute("select 1").fetchall()
     time.sleep(float(sys.argv[2]))
+"""
+
+
+HOLDER = """
+import sys, time
+import duckdb
+con = duckdb.connect(sys.argv[1])
+con.execute("create or replace table t as select 1 as x")
+print("holding", flush=True)
+time.sleep(float(sys.argv[2]))
+con.close()
 """
 
 
@@ -78,13 +90,27 @@ def test_with_nobody_waiting_the_writer_goes_on_at_once(warehouse: Path) -> None
     assert time.monotonic() - started < HANDOVER_MAX_S / 5, "no waiter, no pause"
 
 
-def test_a_dead_waiters_announcement_is_ignored(warehouse: Path) -> None:
+def test_a_dead_waiters_announcement_is_ignored_then_removed(warehouse: Path) -> None:
     waiters_dir(warehouse).mkdir()
-    stale = waiters_dir(warehouse) / "999999-1"
-    stale.touch()
-    old = time.time() - 10 * ANNOUNCEMENT_FRESH_S
-    os.utime(stale, (old, old))
+    stale, gone = waiters_dir(warehouse) / "999999-1", waiters_dir(warehouse) / "999998-1"
+    for path, age in ((stale, 2 * ANNOUNCEMENT_FRESH_S), (gone, 2 * ANNOUNCEMENT_GONE_S)):
+        path.touch()
+        os.utime(path, (time.time() - age, time.time() - age))
     assert announced_waiters(warehouse) == []
     started = time.monotonic()
     hand_over(warehouse)
     assert time.monotonic() - started < HANDOVER_MAX_S / 5
+    assert stale.exists() and not gone.exists(), "a long-dead waiter's announcement is cleaned up"
+
+
+def test_a_waiter_that_cannot_announce_still_gets_the_lock(warehouse: Path) -> None:
+    """Announcing is best effort: where the announcement cannot be written (here a file stands in the way of its
+    directory, as a read-only data dir would), the waiter polls as before and opening the warehouse never fails."""
+    waiters_dir(warehouse).write_text("not a directory")
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(warehouse), "2"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        with open_file(warehouse, read_only=True, config={}, timeout_s=120) as con:
+            assert con.execute("select count(*) from t").fetchone() == (1,)
+    finally:
+        assert holder.wait(timeout=120) == 0

@@ -39,8 +39,8 @@ def test_each_partition_carries_its_own_figures_and_no_event_is_large(env, insta
         assert carrying == [HISTORY[1]], (key, carrying)
         newest = next(r for r in events if r.partition_key == HISTORY[1]).asset_materialization.metadata
         assert newest["window"].value == f"{HISTORY[0]}..{HISTORY[1]}" and "lock_hold_max_s" in newest
-        # The backfill's steps ran 10 steps lower in CPU priority than the process (restored after each step).
-        assert newest["cpu_niceness"].value == min(os.getpriority(os.PRIO_PROCESS, 0) + 10, 19), key
+        # The backfill's scratch work ran 10 steps lower in CPU priority than the run's own thread.
+        assert newest["cpu_niceness"].value == capacity.niceness_of(10), key
     sizes = [len(e.to_json()) if hasattr(e, "to_json") else len(str(e)) for e in instance.all_logs(result.run_id)]
     assert max(sizes) < 64 * 1024, max(sizes)
     logs = [e.user_message for e in instance.all_logs(result.run_id) if e.user_message]
@@ -115,23 +115,27 @@ def _niceness(tid: int) -> int:
     return int(stat[stat.rindex(")") + 2:].split()[16])
 
 
-@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="thread niceness is read from Linux's /proc")
-def test_a_backfill_step_and_the_duckdb_threads_it_starts_run_at_lower_cpu_priority(tmp_path) -> None:
-    before = os.getpriority(os.PRIO_PROCESS, 0)
-    threads_before = {int(t) for t in os.listdir("/proc/self/task")}
-    with capacity.lowered_priority(10) as nice:
-        assert nice == os.getpriority(os.PRIO_PROCESS, 0) == min(before + 10, 19)
+@pytest.mark.skipif(not capacity.LOWERS, reason="per-thread niceness is Linux's")
+def test_a_backfills_scratch_work_and_the_duckdb_threads_it_starts_run_at_lower_cpu_priority(tmp_path) -> None:
+    caller = os.getpriority(os.PRIO_PROCESS, 0)
+    seen: dict[str, object] = {}
+
+    def work() -> str:
+        seen["thread"] = os.getpriority(os.PRIO_PROCESS, 0)
+        before = {int(t) for t in os.listdir("/proc/self/task")}
         con = duckdb.connect(str(tmp_path / "w.duckdb"), config={"threads": "2"})
         con.execute("select sum(range) from range(10000000)").fetchall()
-        started = {int(t) for t in os.listdir("/proc/self/task")} - threads_before
-        assert started, "DuckDB started worker threads"
-        assert {_niceness(t) for t in started} == {nice}, "DuckDB's workers inherit the lowered priority"
+        seen["duckdb"] = {_niceness(t) for t in {int(t) for t in os.listdir("/proc/self/task")} - before}
         con.close()
-    if os.geteuid() == 0:  # raising a priority again needs CAP_SYS_NICE
-        assert os.getpriority(os.PRIO_PROCESS, 0) == before
-    now = os.getpriority(os.PRIO_PROCESS, 0)
-    with capacity.lowered_priority(0) as unchanged:
-        assert unchanged == 0 and os.getpriority(os.PRIO_PROCESS, 0) == now, "the current lane keeps its priority"
+        return "done"
+
+    assert capacity.run_lowered(10, work) == "done"
+    assert seen["thread"] == capacity.niceness_of(10) == min(caller + 10, 19)
+    assert seen["duckdb"] == {min(caller + 10, 19)}, "DuckDB's worker threads inherit the lowered priority"
+    assert os.getpriority(os.PRIO_PROCESS, 0) == caller, "the caller's priority never changes"
+    with pytest.raises(ZeroDivisionError):
+        capacity.run_lowered(10, lambda: 1 / 0)
+    assert capacity.run_lowered(0, lambda: os.getpriority(os.PRIO_PROCESS, 0)) == caller, "the current lane's"
 
 
 YEAR_EVENT_LOG_BUDGET = 5_000_000  # bytes a 365-day backfill may write to the event log (issue 15)

@@ -58,12 +58,13 @@ def raw_order_lines(context: dg.AssetExecutionContext,
     scope.enforce_fence()
     threads = (capacity.backfill_threads(context.instance, warehouse.settings.backfill_threads)
                if scope.is_backfill else None)
-    with capacity.lowered_priority(warehouse.settings.backfill_nice if scope.is_backfill else 0) as nice:
-        context.log.info(f"{scope.window}: {len(scope.window.keys)} day(s), lane {scope.lane}, DuckDB threads "
-                         f"{threads or 'all cores'}, CPU niceness {nice}")
-        loaded = raw_load.load(warehouse, scope, threads, log=context.log.info,
-                               give_way=capacity.give_way(context.instance, warehouse.settings.backfill_give_way_s)
-                               if scope.is_backfill else None)
+    lowered_by = warehouse.settings.backfill_nice if scope.is_backfill else 0
+    nice = capacity.niceness_of(lowered_by)
+    context.log.info(f"{scope.window}: {len(scope.window.keys)} day(s), lane {scope.lane}, DuckDB threads "
+                     f"{threads or 'all cores'}, CPU niceness of the scratch work {nice}")
+    loaded = raw_load.load(warehouse, scope, threads, log=context.log.info,
+                           give_way=capacity.give_way(context.instance, warehouse.settings.backfill_give_way_s)
+                           if scope.is_backfill else None, nice=lowered_by)
     yield from (check_result(a) for a in loaded.audits)
     refuse(str(scope.window), loaded.audits)
     for day, fig in sorted(loaded.figures.items()):

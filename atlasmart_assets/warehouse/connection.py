@@ -47,6 +47,7 @@ POLL_MAX_S = 0.25
 HANDOVER_MAX_S = 5.0
 # A waiter refreshes its announcement at every retry; an older one is a waiter that died (killed while waiting).
 ANNOUNCEMENT_FRESH_S = 2.0
+ANNOUNCEMENT_GONE_S = 60.0
 
 
 def waiters_dir(path: Path) -> Path:
@@ -60,6 +61,7 @@ def waiting_on_lock(action: Callable[[], T], timeout_s: float, path: Path | None
     started = time.monotonic()
     delay = 0.05
     marker = waiters_dir(path) / f"{os.getpid()}-{threading.get_ident()}" if path is not None else None
+    announced = False
     try:
         while True:
             try:
@@ -68,14 +70,17 @@ def waiting_on_lock(action: Callable[[], T], timeout_s: float, path: Path | None
                 if not is_lock_conflict(exc) or time.monotonic() - started > timeout_s:
                     raise
                 if marker is not None:
+                    # Best effort (a read-only data dir has no announcements: such a waiter just polls).
                     with contextlib.suppress(OSError):
                         marker.parent.mkdir(exist_ok=True)
                         marker.touch()
+                        announced = True
                 time.sleep(delay)
                 delay = min(delay * 1.5, POLL_MAX_S)
     finally:
-        if marker is not None:
-            marker.unlink(missing_ok=True)
+        if announced:
+            with contextlib.suppress(OSError):
+                marker.unlink(missing_ok=True)
 
 
 def announced_waiters(path: Path) -> list[Path]:
@@ -88,8 +93,11 @@ def announced_waiters(path: Path) -> list[Path]:
     live = []
     for entry in entries:
         with contextlib.suppress(OSError):
-            if now - entry.stat().st_mtime <= ANNOUNCEMENT_FRESH_S:
+            age = now - entry.stat().st_mtime
+            if age <= ANNOUNCEMENT_FRESH_S:
                 live.append(entry)
+            elif age > ANNOUNCEMENT_GONE_S:
+                entry.unlink()  # a waiter killed while it waited leaves its announcement behind
     return live
 
 
