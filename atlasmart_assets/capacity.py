@@ -19,9 +19,11 @@ ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.Dagste
           dg.DagsterRunStatus.STARTED]
 
 
-def current_lane_active(instance: dg.DagsterInstance) -> bool:
+def current_lane_active(instance: dg.DagsterInstance,
+                        statuses: list[dg.DagsterRunStatus] | None = None) -> bool:
+    """Whether a current-lane run is in one of `statuses` (default: queued, not yet started, starting, started)."""
     return bool(instance.get_run_records(
-        filters=dg.RunsFilter(tags={LANE_TAG: CURRENT_LANE}, statuses=ACTIVE), limit=1))
+        filters=dg.RunsFilter(tags={LANE_TAG: CURRENT_LANE}, statuses=statuses or ACTIVE), limit=1))
 
 
 T = TypeVar("T")
@@ -32,18 +34,13 @@ RUNNING = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.STARTING, dg.DagsterR
 POLL_S = 0.25
 
 
-def current_lane_running(instance: dg.DagsterInstance) -> bool:
-    return bool(instance.get_run_records(
-        filters=dg.RunsFilter(tags={LANE_TAG: CURRENT_LANE}, statuses=RUNNING), limit=1))
-
-
 def give_way(instance: dg.DagsterInstance, max_s: float) -> Callable[[], float]:
     """What a backfill calls before each warehouse hold of a long write: it waits while a current-lane run is
     queued or running, up to `max_s`, and returns how long it waited. Today's load then takes the lock as often as
     it needs without queueing behind a backfill chunk each time."""
     def wait() -> float:
         started = time.monotonic()
-        while time.monotonic() - started < max_s and current_lane_running(instance):
+        while time.monotonic() - started < max_s and current_lane_active(instance, RUNNING):
             time.sleep(POLL_S)
         return time.monotonic() - started
     return wait
