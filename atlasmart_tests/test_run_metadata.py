@@ -109,6 +109,18 @@ def test_a_long_backfill_gives_way_before_each_warehouse_hold(env, instance, mon
     assert waited["raw"] >= 4 * 0.2 and waited["fact"] >= 5 * 0.2, waited
 
 
+def test_a_backfill_of_one_chunk_does_not_wait(env, instance, monkeypatch) -> None:
+    """19 days within one chunk (31): one raw append and one publish hold, short ones, like today's: no give-way."""
+    monkeypatch.setenv("ATLASMART_BACKFILL_GIVE_WAY_S", "5")
+    _running_current_run(instance)
+    result = run_chain(instance, *HISTORY, {"dagster/backfill": "bf-one-chunk"})
+    assert result.success
+    for key in (["raw", "order_lines"], ["fact", "fct_order_lines"]):
+        [record] = [r for r in instance.fetch_materializations(dg.AssetKey(key), limit=100).records
+                    if r.partition_key == HISTORY[1]]
+        assert record.asset_materialization.metadata["gave_way_total_s"].value == 0, key
+
+
 def _niceness(tid: int) -> int:
     """A thread's niceness, from /proc (field 19 of its stat, after the command name in parentheses)."""
     stat = Path(f"/proc/self/task/{tid}/stat").read_text()
