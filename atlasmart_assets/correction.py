@@ -107,14 +107,12 @@ def _reconciled(evidence: dict[str, candidates.Evidence],
 
 def audit(scope: RunScope, con: duckdb.DuckDBPyConnection, current: dict[str, Current],
           evidence: dict[str, candidates.Evidence], shrink_threshold: float,
-          cross_day: dict[str, list[str]], ref: reference.Reference | None = None,
-          suppressed: dict[str, dict[str, Any]] | None = None,
-          staged: dict[str, dict[str, Any]] | None = None) -> tuple[list[Audit], dict[str, DayCandidate]]:
+          cross_day: dict[str, list[str]], staged: dict[str, dict[str, Any]],
+          ref: reference.Reference | None = None,
+          suppressed: dict[str, dict[str, Any]] | None = None) -> tuple[list[Audit], dict[str, DayCandidate]]:
     """Every audit of the window's candidates, and what each day would publish. `staged`: the staged candidate's
-    figures per day, if already read (each relation's figures are read once: a year's read takes 1-2 s)."""
+    figures per day, read once by the caller, which also reports them (a year's read takes 1-2 s)."""
     window = scope.window
-    if staged is None:
-        staged = candidates.controls(con, "candidate.staged_order_lines", window, kind="staged")
     fact = candidates.controls(con, "candidate.fct_order_lines", window)
     mart = candidates.controls(con, "candidate.revenue_daily", window, kind="mart")
     suppressed = suppressed or {}
@@ -214,8 +212,8 @@ def _audit_candidates(wh: Warehouse, scope: RunScope, threads: int | None, curre
     try:
         suppressed = candidates.suppressed(con, scope.window)
         staged_figures = candidates.controls(con, "candidate.staged_order_lines", scope.window, kind="staged")
-        found, days = audit(scope, con, current, evidence, wh.settings.shrink_threshold, cross_day, ref, suppressed,
-                            staged_figures)
+        found, days = audit(scope, con, current, evidence, wh.settings.shrink_threshold, cross_day, staged_figures,
+                            ref, suppressed)
         found.insert(0, ref.audit())
         staged = {d: {"rows": int(f["lines"]), "unresolved_customers": int(f["unresolved_customers"])}
                   for d, f in staged_figures.items()}
