@@ -1,6 +1,7 @@
-"""The current lane's triggers: the daily schedule (the newest closed day at 02:00 UTC) and the catch-up sensor,
-which materializes the newest day as soon as its raw evidence is there and Dagster shows it missing — so a fresh
-deployment (`make dev` on a fresh clone) publishes the newest day within a minute or two, without anyone clicking."""
+"""The current lane's triggers: the daily schedule (the newest closed day at ATLASMART_SCHEDULE_HOUR, 02:00 UTC by
+default) and the catch-up sensor, which materializes the newest day as soon as its raw evidence is there and Dagster
+shows it missing — so a fresh deployment (`make dev` on a fresh clone) publishes the newest day within a minute or
+two, without anyone clicking."""
 
 from __future__ import annotations
 
@@ -18,13 +19,16 @@ TRIGGER_TAG = "atlasmart/trigger"
 IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
              dg.DagsterRunStatus.STARTED]
 
+SCHEDULE_HOUR = settings.load().schedule_hour
+
 daily_schedule = dg.build_schedule_from_partitioned_job(
     daily_job,
     name="atlasmart_daily_schedule",
-    hour_of_day=2,
+    hour_of_day=SCHEDULE_HOUR,
     tags=CURRENT_LANE_TAGS,
     default_status=dg.DefaultScheduleStatus.RUNNING,
-    description="The newest closed day, in the current lane (tag atlasmart/lane=current, priority 10).",
+    description=f"The newest closed day at {SCHEDULE_HOUR:02d}:00 UTC (ATLASMART_SCHEDULE_HOUR), in the current lane "
+                "(tag atlasmart/lane=current, priority 10).",
 )
 
 
@@ -63,7 +67,8 @@ def catch_up(context: dg.SensorEvaluationContext, warehouse: Warehouse) -> dg.Ru
                                       limit=1)
     if tried:
         return dg.SkipReason(f"catch-up run {tried[0].run_id} of {day} ended {tried[0].status.value}; not retried "
-                             "here: the daily schedule retries at 02:00 UTC, or materialize the day from the UI")
+                             f"here: the daily schedule retries at {SCHEDULE_HOUR:02d}:00 UTC, or materialize the day "
+                             "from the UI")
     return dg.RunRequest(partition_key=day, run_key=f"catch-up-{day}",
                          tags={**CURRENT_LANE_TAGS, TRIGGER_TAG: "catch_up"})
 

@@ -35,6 +35,7 @@ class Settings:
     slo_duration_s: float = 600.0
     flag_alert_after_s: float = 1800.0
     sensor_interval_s: int = 30
+    schedule_hour: int = 2
 
     @property
     def warehouse_path(self) -> Path:
@@ -118,6 +119,7 @@ def load(overrides: Mapping[str, str | None] | None = None) -> Settings:
         slo_duration_s=_number(env, "ATLASMART_SLO_DURATION_S", "600", 0, "seconds", above=True),
         flag_alert_after_s=_number(env, "ATLASMART_FLAG_ALERT_AFTER_S", "1800", 0, "seconds", above=True),
         sensor_interval_s=int(_number(env, "ATLASMART_SENSOR_INTERVAL_S", "30", 1, "seconds", whole=True)),
+        schedule_hour=int(_number(env, "ATLASMART_SCHEDULE_HOUR", "2", 0, "hours (UTC)", whole=True, maximum=23)),
     )
 
 

@@ -7,6 +7,7 @@ Grain: one deployment per test (or module). Reusable by browser tests: `Deployme
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import os
 import shutil
@@ -450,6 +451,14 @@ def wait_sensor_ticks(dep: Deployment, name: str, after: float, count: int, time
         return dep.wait_for(f"{count} completed tick(s) of {name}", done, timeout_s)
 
 
+def schedule_hour_away_from_now(now: dt.datetime | None = None) -> int:
+    """An hour for the daily schedule 12 hours from now (UTC): its tick then never falls inside a test session. At
+    02:00 UTC, the default, a deployment test running across it saw the schedule publish the newest day it had
+    to keep unpublished."""
+    now = now or dt.datetime.now(dt.timezone.utc)
+    return (now.hour + 12) % 24
+
+
 @contextlib.contextmanager
 def deployment(tmp: Path, atlasmart_env: Mapping[str, str], dagster_yaml: str | None = None) -> Iterator[Deployment]:
     """Start webserver + daemon on a fresh DAGSTER_HOME holding the repo's dagster.yaml (or `dagster_yaml`, for a
@@ -463,6 +472,7 @@ def deployment(tmp: Path, atlasmart_env: Mapping[str, str], dagster_yaml: str | 
     else:
         (home / "dagster.yaml").write_text(dagster_yaml)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ATLASMART_", "DAGSTER_"))}
+    env["ATLASMART_SCHEDULE_HOUR"] = str(schedule_hour_away_from_now())
     env.update(atlasmart_env)
     env["DAGSTER_HOME"] = str(home)
     dep = Deployment(home=home, env=env, port=free_port(), logs=logs)

@@ -15,6 +15,7 @@ BAD = [
     ("ATLASMART_SENSOR_INTERVAL_S", "0"), ("ATLASMART_FRESHNESS_DEADLINE", "6am"),
     ("ATLASMART_FRESHNESS_DEADLINE", "48:00"), ("ATLASMART_START_DATE", "yesterday"), ("ATLASMART_CHUNK_DAYS", "0"),
     ("ATLASMART_BACKFILL_NICE", "20"), ("ATLASMART_BACKFILL_NICE", "-1"), ("ATLASMART_BACKFILL_GIVE_WAY_S", "-1"),
+    ("ATLASMART_SCHEDULE_HOUR", "24"), ("ATLASMART_SCHEDULE_HOUR", "2.5"), ("ATLASMART_SCHEDULE_HOUR", "-1"),
 ]
 
 
@@ -40,3 +41,16 @@ def test_the_code_location_refuses_to_load_with_a_bad_deadline(tmp_path) -> None
     done = subprocess.run([sys.executable, "-c", "import atlasmart_assets.definitions"], env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode != 0 and "ATLASMART_FRESHNESS_DEADLINE='6am' is not an offset HH:MM" in done.stderr
+
+
+@pytest.mark.parametrize("hour, cron", [(None, "0 2 * * *"), ("0", "0 0 * * *"), ("17", "0 17 * * *")])
+def test_the_daily_schedule_runs_at_the_configured_hour(tmp_path, hour, cron) -> None:
+    """ATLASMART_SCHEDULE_HOUR (UTC, default 2) is the daily schedule's hour, read when the code location loads."""
+    env = {"PATH": "/usr/bin:/bin", "ATLASMART_DATA_DIR": str(tmp_path), "DAGSTER_HOME": str(tmp_path)}
+    if hour is not None:
+        env["ATLASMART_SCHEDULE_HOUR"] = hour
+    done = subprocess.run([sys.executable, "-c", "from atlasmart_assets.definitions import defs; s = defs.resolve_schedule_def('atlasmart_daily_schedule'); "
+                           "print(s.cron_schedule, s.execution_timezone or 'UTC')"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[-2] == f"{cron} UTC", done.stdout
