@@ -184,3 +184,45 @@ def test_the_merge_sql_equals_the_python_rules_on_random_batch_sets(seed: int) -
             f"select partition_date::varchar, line_id, source_sequence from ({sql.text('merged_lines')})").fetchall():
         got[day].add((line_id, sequence))
     assert got == expected
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_merge_conflicts_sql_finds_exactly_the_keys_whose_records_differ(seed: int) -> None:
+    """merge_conflicts.sql (keys found by their hash) against the rule it states, on random days: a line_id and
+    source_sequence held by several records of a day (in one batch or across batches) is a conflict when their
+    content differs, and not when it repeats; records without a line_id or a sequence are never compared."""
+    import random
+
+    import duckdb
+
+    from atlasmart_assets import sql
+
+    rng = random.Random(seed)
+    con = duckdb.connect()
+    con.execute("create schema candidate")
+    content = ("op", "order_id", "customer_id", "sku", "quantity", "unit_price", "unit_cost", "event_time")
+    con.execute("create table candidate.raw_lines (partition_date date, extraction_batch varchar, line_id varchar, "
+                f"source_sequence bigint, {', '.join(f'{c} varchar' for c in content)})")
+    rows = []
+    for d in range(6):
+        day = f"2026-09-{d + 1:02d}"
+        for b in range(rng.choice([1, 2, 3])):
+            for _ in range(rng.randrange(1, 40)):
+                line_id = rng.choice([None, *(f"L{k}" for k in range(12))]) if rng.random() < 0.9 else None
+                sequence = rng.choice([None, *range(1, 15)]) if rng.random() < 0.95 else None
+                values = [rng.choice(["upsert", "delete"]), *(rng.choice(["a", "b", None]) for _ in content[1:])]
+                rows.append([day, f"B{b}", line_id, sequence, *values])
+    con.executemany(f"insert into candidate.raw_lines values ({', '.join('?' * (4 + len(content)))})", rows)
+
+    held: dict[tuple[str, str, int], list[tuple[str, str]]] = {}
+    for day, batch, line_id, sequence, *values in rows:
+        if line_id is not None and sequence is not None:
+            # concat_ws skips nulls, and the SQL compares that text: the rule is stated on the same text.
+            held.setdefault((day, line_id, sequence), []).append((batch, "|".join(v for v in values if v is not None)))
+    expected = {key: sorted({b for b, _ in recs}) for key, recs in held.items()
+                if len(recs) > 1 and len({text for _, text in recs}) > 1}
+    got = {(day, line_id, sequence): list(batches) for day, line_id, sequence, batches in con.execute(
+        f"select partition_date::varchar, line_id, source_sequence, batches from ({sql.text('merge_conflicts')})"
+    ).fetchall()}
+    assert expected, "the random days hold no conflict: the test would prove nothing"
+    assert got == expected

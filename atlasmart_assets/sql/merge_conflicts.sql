@@ -1,32 +1,29 @@
 -- Records that make the merge non-deterministic: the same line_id and source_sequence with different content,
 -- in one batch or across batches of a day (which one would win is not determined). Only keys held by more than
--- one record are compared (hashing every record's content is most of the cost otherwise).
-with lines as (
-    select * from candidate.raw_lines
+-- one record are compared (hashing every record's content is most of the cost otherwise). They are found by the
+-- hash of the key, one integer to group on instead of a date, a string and a number (a year: 1.8-2.1 s -> 0.9-1.1 s);
+-- a collision only adds a key whose records are then compared on the key itself. The table is named in each
+-- branch, not through a shared CTE (see merged_lines.sql).
+with repeated as (
+    select hash(partition_date, line_id, source_sequence) as key_hash
+    from candidate.raw_lines
     where line_id is not null and source_sequence is not null
-),
-
-repeated as (
-    select
-        partition_date,
-        line_id,
-        source_sequence
-    from lines
-    group by partition_date, line_id, source_sequence
+    group by key_hash
     having count(*) > 1
 ),
 
 final as (
     select
-        partition_date,
-        line_id,
-        source_sequence,
-        list(distinct extraction_batch order by extraction_batch) as batches
-    from lines
-    semi join repeated using (partition_date, line_id, source_sequence)
-    group by partition_date, line_id, source_sequence
-    having count(distinct md5(concat_ws('|', op, order_id, customer_id, sku, quantity, unit_price, unit_cost,
-                                        event_time))) > 1
+        lines.partition_date,
+        lines.line_id,
+        lines.source_sequence,
+        list(distinct lines.extraction_batch order by lines.extraction_batch) as batches
+    from candidate.raw_lines as lines
+    semi join repeated on hash(lines.partition_date, lines.line_id, lines.source_sequence) = repeated.key_hash
+    where lines.line_id is not null and lines.source_sequence is not null
+    group by lines.partition_date, lines.line_id, lines.source_sequence
+    having count(distinct md5(concat_ws('|', lines.op, lines.order_id, lines.customer_id, lines.sku, lines.quantity,
+                                        lines.unit_price, lines.unit_cost, lines.event_time))) > 1
 )
 
 select * from final order by partition_date, line_id
