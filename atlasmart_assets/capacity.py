@@ -1,15 +1,17 @@
 """How much of the machine a backfill takes: every core while no current-lane run is queued or running, and
-ATLASMART_BACKFILL_THREADS (default 1) while one is, so today's load keeps a core; always a lower CPU priority
-(ATLASMART_BACKFILL_NICE), so that when both want a core the scheduler gives it to today's load; and no new
-warehouse hold while a current-lane run is queued or running (up to ATLASMART_BACKFILL_GIVE_WAY_S per hold)."""
+ATLASMART_BACKFILL_THREADS cores (default 1) while one is, so today's load keeps the others (re-decided while the
+backfill works, not once per step); always a lower CPU priority (ATLASMART_BACKFILL_NICE), so that when both want a
+core the scheduler gives it to today's load; and no new warehouse hold while a current-lane run is queued or running
+(up to ATLASMART_BACKFILL_GIVE_WAY_S per hold)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
 import time
-from typing import Callable, TypeVar
+from typing import Callable, Iterator, TypeVar
 
 import dagster as dg
 
@@ -84,3 +86,69 @@ def run_lowered(nice: int, work: Callable[[], T]) -> T:
     if failed:
         raise failed[0]
     return out[0]
+
+
+# Only Linux lets a process set the CPUs each of its threads may run on (without privileges, both ways).
+PINS = sys.platform.startswith("linux") and hasattr(os, "sched_setaffinity")
+WATCH_S = 0.5
+
+
+class CoreYield:
+    """What `yield_cores` did: how long the backfill ran on fewer cores, and how often it was asked to."""
+
+    def __init__(self) -> None:
+        self.yielded_s = 0.0
+        self.times = 0
+
+
+def _pin_all_threads(cpus: set[int]) -> None:
+    """Every thread of this process to `cpus`. Threads started later inherit their parent's set, so this is
+    applied again at every watch: a thread started between two listings is caught at the next."""
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), cpus)
+        except (ProcessLookupError, PermissionError, OSError):
+            pass  # a thread that ended since the listing, or one the platform will not move
+
+
+@contextlib.contextmanager
+def yield_cores(instance: dg.DagsterInstance, cores: int, enabled: bool = True) -> Iterator[CoreYield]:
+    """While the body runs, this process (DuckDB's worker threads included) keeps to `cores` of its CPUs whenever a
+    current-lane run is queued, starting or started, and has all of them back as soon as none is. A watcher thread
+    checks the run records every WATCH_S; every thread of the process gets all its CPUs back on exit. Without
+    per-thread CPU sets (not Linux), with no more CPUs than `cores`, or not `enabled` (today's load), it does
+    nothing."""
+    done = CoreYield()
+    allowed = set(os.sched_getaffinity(0)) if PINS and enabled else set()
+    if len(allowed) <= cores:
+        yield done
+        return
+    kept = set(sorted(allowed)[-cores:])
+    stop = threading.Event()
+
+    def watch() -> None:
+        since: float | None = None
+        while not stop.is_set():
+            try:
+                busy = current_lane_active(instance, RUNNING)
+            except Exception:  # noqa: BLE001 - the instance unreadable for a moment: keep what was decided
+                busy = since is not None
+            if busy and since is None:
+                since, done.times = time.monotonic(), done.times + 1
+            elif not busy and since is not None:
+                done.yielded_s += time.monotonic() - since
+                since = None
+            _pin_all_threads(kept if busy else allowed)
+            stop.wait(WATCH_S)
+        if since is not None:
+            done.yielded_s += time.monotonic() - since
+
+    # A daemon: a run terminated while it works must not be kept alive by its watcher.
+    watcher = threading.Thread(target=watch, name="atlasmart-yield-cores", daemon=True)
+    watcher.start()
+    try:
+        yield done
+    finally:
+        stop.set()
+        watcher.join()
+        _pin_all_threads(allowed)

@@ -7,6 +7,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Callable
 
 import dagster as dg
 import duckdb
@@ -107,6 +108,11 @@ def test_a_long_backfill_gives_way_before_each_warehouse_hold(env, instance, mon
                     if r.partition_key == HISTORY[1]]
         waited[key[0]] = record.asset_materialization.metadata["gave_way_total_s"].value
     assert waited["raw"] >= 4 * 0.2 and waited["fact"] >= 5 * 0.2, waited
+    if MAY_YIELD_CORES:
+        for key in (["raw", "order_lines"], ["fact", "fct_order_lines"]):
+            [record] = [r for r in instance.fetch_materializations(dg.AssetKey(key), limit=100).records
+                        if r.partition_key == HISTORY[1]]
+            assert record.asset_materialization.metadata["cores_yielded_s"].value > 0, key
 
 
 def test_a_backfill_of_one_chunk_does_not_wait(env, instance, monkeypatch) -> None:
@@ -119,6 +125,60 @@ def test_a_backfill_of_one_chunk_does_not_wait(env, instance, monkeypatch) -> No
         [record] = [r for r in instance.fetch_materializations(dg.AssetKey(key), limit=100).records
                     if r.partition_key == HISTORY[1]]
         assert record.asset_materialization.metadata["gave_way_total_s"].value == 0, key
+
+
+MAY_YIELD_CORES = capacity.PINS and len(os.sched_getaffinity(0)) >= 2
+
+
+def _cpu_sets() -> set[frozenset[int]]:
+    """The distinct CPU sets the threads of this process may run on."""
+    out = set()
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            out.add(frozenset(os.sched_getaffinity(int(tid))))
+        except ProcessLookupError:
+            pass
+    return out
+
+
+def _until(what: str, predicate: Callable[[], bool], timeout_s: float = 20) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"not within {timeout_s} s: {what} ({_cpu_sets()})"
+        time.sleep(0.05)
+
+
+@pytest.mark.skipif(not MAY_YIELD_CORES, reason="needs Linux per-thread CPU sets and at least 2 CPUs")
+def test_a_backfill_keeps_to_fewer_cores_only_while_a_current_lane_run_runs(instance, tmp_path) -> None:
+    """Every thread of the backfill's process (DuckDB's workers, started before or during) keeps to one CPU while
+    a current-lane run runs, and gets every CPU back once it has ended, and on exit."""
+    allowed = frozenset(os.sched_getaffinity(0))
+    with capacity.yield_cores(instance, 1) as cores:
+        con = duckdb.connect(str(tmp_path / "w.duckdb"), config={"threads": "2"})
+        for _ in range(4):  # the current lane idle: nothing is taken away (several watches)
+            assert _cpu_sets() == {allowed}
+            time.sleep(capacity.WATCH_S / 2)
+        run = _running_current_run(instance)
+        _until("every thread on one CPU", lambda: {len(c) for c in _cpu_sets()} == {1})
+        later = duckdb.connect(str(tmp_path / "later.duckdb"), config={"threads": "2"})
+        later.execute("select sum(range) from range(1000000)").fetchall()
+        _until("threads started meanwhile on one CPU too", lambda: {len(c) for c in _cpu_sets()} == {1})
+        instance.report_run_failed(run)
+        _until("every CPU back once the current run ended", lambda: _cpu_sets() == {allowed})
+        con.execute("select sum(range) from range(1000000)").fetchall()
+        later.close()
+        con.close()
+    assert _cpu_sets() == {allowed}
+    assert cores.times == 1 and cores.yielded_s > 0, (cores.times, cores.yielded_s)
+
+
+def test_today_s_load_never_gives_up_cores(instance) -> None:
+    allowed = frozenset(os.sched_getaffinity(0))
+    _running_current_run(instance)
+    with capacity.yield_cores(instance, 1, enabled=False) as cores:
+        time.sleep(2 * capacity.WATCH_S)
+        assert _cpu_sets() == {allowed}
+    assert cores.times == 0 and cores.yielded_s == 0
 
 
 def _niceness(tid: int) -> int:
