@@ -49,7 +49,11 @@ def give_way(instance: dg.DagsterInstance, max_s: float) -> Callable[[], float]:
 
 
 def backfill_threads(instance: dg.DagsterInstance, capped: int) -> int | None:
-    """None (DuckDB's default: every core) when the current lane is idle, else the cap."""
+    """A backfill step's DuckDB threads: None (DuckDB's default, every core) where `yield_cores` re-decides the
+    cores while the step works; elsewhere decided once, at the step's start: the cap while a current-lane run is
+    queued or running, else every core."""
+    if PINS and len(os.sched_getaffinity(0)) > capped:
+        return None
     return capped if current_lane_active(instance) else None
 
 

@@ -57,12 +57,22 @@ def test_progress_estimates_what_remains() -> None:
     assert lines[1].startswith("job [2/2] b: done it;") and lines[1].endswith("done")
 
 
-def test_a_backfill_yields_cores_while_the_current_lane_is_busy(instance) -> None:
+def test_without_per_thread_cpu_sets_a_backfill_step_caps_its_threads_when_it_starts(instance, monkeypatch) -> None:
+    monkeypatch.setattr(capacity, "PINS", False)
     assert capacity.backfill_threads(instance, 1) is None, "idle current lane: every core"
     run = instance.create_run_for_job(dg.GraphDefinition("noop").to_job(), tags=CURRENT_LANE_TAGS)
     assert run.status == dg.DagsterRunStatus.NOT_STARTED
     assert capacity.current_lane_active(instance), "a current-lane run not yet finished"
     assert capacity.backfill_threads(instance, 1) == 1
+
+
+def test_with_per_thread_cpu_sets_a_backfill_step_keeps_every_duckdb_thread(instance, monkeypatch) -> None:
+    """yield_cores takes the cores away while a current run runs, and gives them back: a cap decided at the step's
+    start would hold for the whole step."""
+    monkeypatch.setattr(capacity, "PINS", True)
+    monkeypatch.setattr(capacity.os, "sched_getaffinity", lambda _pid: {0, 1}, raising=False)
+    _running_current_run(instance)
+    assert capacity.backfill_threads(instance, 1) is None
 
 
 def _running_current_run(instance: dg.DagsterInstance) -> dg.DagsterRun:
