@@ -1,8 +1,8 @@
-"""How much of the machine a backfill takes: every core while no current-lane run is queued or running, and
-ATLASMART_BACKFILL_THREADS cores (default 1) while one is, so today's load keeps the others (re-decided while the
-backfill works, not once per step); always a lower CPU priority (ATLASMART_BACKFILL_NICE), so that when both want a
-core the scheduler gives it to today's load; and no new warehouse hold while a current-lane run is queued or running
-(up to ATLASMART_BACKFILL_GIVE_WAY_S per hold)."""
+"""How much of the machine a backfill takes. Its scratch work (no warehouse hold in it) uses every core while no
+current-lane run is queued or running, and ATLASMART_BACKFILL_THREADS cores (default 1) while one is, so today's
+load keeps the others (re-decided while it works), always at a lower CPU priority (ATLASMART_BACKFILL_NICE); and it
+takes no new warehouse hold while a current-lane run is queued or running (up to ATLASMART_BACKFILL_GIVE_WAY_S per
+hold). Its holds run at full speed: today's load never waits on a slowed holder."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import os
 import sys
 import threading
 import time
+from dataclasses import dataclass, field
 from typing import Callable, Iterator, TypeVar
 
 import dagster as dg
@@ -52,7 +53,7 @@ def backfill_threads(instance: dg.DagsterInstance, capped: int) -> int | None:
     """A backfill step's DuckDB threads: None (DuckDB's default, every core) where `yield_cores` re-decides the
     cores while the step works; elsewhere decided once, at the step's start: the cap while a current-lane run is
     queued or running, else every core."""
-    if PINS and len(os.sched_getaffinity(0)) > capped:
+    if can_pin() and len(os.sched_getaffinity(0)) > capped:
         return None
     return capped if current_lane_active(instance) else None
 
@@ -97,33 +98,58 @@ PINS = sys.platform.startswith("linux") and hasattr(os, "sched_setaffinity")
 WATCH_S = 0.5
 
 
+def can_pin() -> bool:
+    """Whether this process may set its threads' CPU sets: Linux, and not refused here (a sandbox may refuse it)."""
+    if not PINS:
+        return False
+    try:
+        os.sched_setaffinity(0, os.sched_getaffinity(0))
+    except OSError:
+        return False
+    return True
+
+
+@dataclass
 class CoreYield:
-    """What `yield_cores` did: how long the backfill ran on fewer cores, and how often it was asked to."""
+    """What `yield_cores` did: how long the work ran on fewer cores, and how often it was asked to."""
 
-    def __init__(self) -> None:
-        self.yielded_s = 0.0
-        self.times = 0
+    yielded_s: float = 0.0
+    times: int = 0
 
 
-def _pin_all_threads(cpus: set[int]) -> None:
-    """Every thread of this process to `cpus`. Threads started later inherit their parent's set, so this is
-    applied again at every watch: a thread started between two listings is caught at the next."""
-    for tid in os.listdir("/proc/self/task"):
+def _thread_ids() -> set[int]:
+    return {int(tid) for tid in os.listdir("/proc/self/task")}
+
+
+def _pin_all_threads(cpus: set[int]) -> set[int]:
+    """Every thread of this process to `cpus`; returns the threads listed. Threads started later inherit their
+    parent's set, so this is applied again at every watch: a thread started between two listings is caught at the
+    next."""
+    listed = _thread_ids()
+    for tid in listed:
         try:
-            os.sched_setaffinity(int(tid), cpus)
-        except (ProcessLookupError, PermissionError, OSError):
-            pass  # a thread that ended since the listing, or one the platform will not move
+            os.sched_setaffinity(tid, cpus)
+        except OSError:
+            pass  # a thread that ended since the listing
+    return listed
+
+
+def _restore(cpus: set[int]) -> None:
+    """Every thread back to `cpus`, again until no thread appeared meanwhile (one started by a thread still pinned
+    during the pass would keep the pinned set)."""
+    for _ in range(10):
+        if _pin_all_threads(cpus) == _thread_ids():
+            return
 
 
 @contextlib.contextmanager
-def yield_cores(instance: dg.DagsterInstance, cores: int, enabled: bool = True) -> Iterator[CoreYield]:
+def yield_cores(instance: dg.DagsterInstance | None, cores: int) -> Iterator[CoreYield]:
     """While the body runs, this process (DuckDB's worker threads included) keeps to `cores` of its CPUs whenever a
     current-lane run is queued, starting or started, and has all of them back as soon as none is. A watcher thread
-    checks the run records every WATCH_S; every thread of the process gets all its CPUs back on exit. Without
-    per-thread CPU sets (not Linux), with no more CPUs than `cores`, or not `enabled` (today's load), it does
-    nothing."""
+    checks the run records every WATCH_S; every thread of the process gets all its CPUs back on exit. Without an
+    `instance` (today's load), without per-thread CPU sets, or with no more CPUs than `cores`, it does nothing."""
     done = CoreYield()
-    allowed = set(os.sched_getaffinity(0)) if PINS and enabled else set()
+    allowed = set(os.sched_getaffinity(0)) if instance is not None and can_pin() else set()
     if len(allowed) <= cores:
         yield done
         return
@@ -137,6 +163,8 @@ def yield_cores(instance: dg.DagsterInstance, cores: int, enabled: bool = True) 
                 busy = current_lane_active(instance, RUNNING)
             except Exception:  # noqa: BLE001 - the instance unreadable for a moment: keep what was decided
                 busy = since is not None
+            if stop.is_set():
+                break
             if busy and since is None:
                 since, done.times = time.monotonic(), done.times + 1
             elif not busy and since is not None:
@@ -154,5 +182,33 @@ def yield_cores(instance: dg.DagsterInstance, cores: int, enabled: bool = True) 
         yield done
     finally:
         stop.set()
-        watcher.join()
-        _pin_all_threads(allowed)
+        # A run storage that hangs must not hold the step's end: the watcher pins nothing once told to stop.
+        watcher.join(timeout=10)
+        _restore(allowed)
+
+
+@dataclass
+class Lowered:
+    """How a backfill runs its scratch work, which takes no warehouse hold: `nice` steps lower in CPU priority, and,
+    given the Dagster `instance`, on `cores` CPUs while a current-lane run is queued or running (`yield_cores`). The
+    warehouse holds run outside it, at the run's own priority and on every core, so today's load never waits on a
+    slowed holder. `yielded` adds up what `yield_cores` did across the calls."""
+
+    nice: int = 0
+    instance: dg.DagsterInstance | None = None
+    cores: int = 1
+    yielded: CoreYield = field(default_factory=CoreYield)
+
+    def run(self, work: Callable[[], T]) -> T:
+        done = CoreYield()
+        try:
+            with yield_cores(self.instance, self.cores) as done:
+                return run_lowered(self.nice, work)
+        finally:
+            self.yielded.yielded_s += done.yielded_s
+            self.yielded.times += done.times
+
+
+def yielded_s(lowered: Lowered | None) -> float:
+    """How long a step's scratch work ran on fewer cores (0 for today's load), for its run-wide figures."""
+    return round(lowered.yielded.yielded_s, 3) if lowered else 0.0

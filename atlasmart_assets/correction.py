@@ -225,12 +225,12 @@ def _audit_candidates(wh: Warehouse, scope: RunScope, threads: int | None, curre
 def correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool], threads: int | None = None,
             adjust_staged: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
             log: Callable[[str], None] | None = None, give_way: Callable[[], float] | None = None,
-            nice: int = 0) -> Outcome:
+            lowered: capacity.Lowered | None = None) -> Outcome:
     """Build, audit and (if clean) publish the window. Every exit path that did not publish releases the run's
     flags; the scratch database is dropped after a publication and kept for inspection after a refusal.
     `adjust_staged` edits the staged candidate before fact and mart are derived (the audit tests craft bad
-    candidates with it). A backfill's scratch work runs `nice` steps lower in CPU priority, and its `give_way` is
-    called before each warehouse hold of the publish."""
+    candidates with it). A backfill's scratch work runs `lowered` (lower CPU priority, fewer cores beside today's
+    load), and its `give_way` is called before each warehouse hold of the publish."""
     stats = LockStats()
     run_id = scope.run.run_id
     progress = Progress(log, f"correction {scope.window}", PHASES)
@@ -251,14 +251,15 @@ def correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool],
                       + ("; raw evidence copied from the warehouse" if need_raw else ""))
         # The scratch work runs lowered for a backfill; the warehouse holds (the cross-day lookup, the publish)
         # are taken at the run's own priority, so today's load never waits on a lowered holder.
-        evidence = capacity.run_lowered(nice, lambda: _build(wh, scope, threads, ref, need_raw, adjust_staged))
+        scratch_work = lowered or capacity.Lowered()
+        evidence = scratch_work.run(lambda: _build(wh, scope, threads, ref, need_raw, adjust_staged))
         progress.done("build", f"candidates for {len(scope.window.keys)} day(s)")
         con = wh.open_scratch(run_id, threads)
         try:
             cross_day = _cross_day_duplicates(wh, scope, con, stats)
         finally:
             con.close()
-        found, days, staged = capacity.run_lowered(nice, lambda: _audit_candidates(
+        found, days, staged = scratch_work.run(lambda: _audit_candidates(
             wh, scope, threads, current, evidence, cross_day, ref))
         outcome = Outcome(found, days, None, staged, stats)
         progress.done("audit", f"{len(found)} audits, {len(outcome.refused)} refusing, "

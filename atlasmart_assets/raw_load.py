@@ -96,16 +96,17 @@ def _parse_and_profile(wh: Warehouse, scope: RunScope, threads: int | None,
 
 def load(wh: Warehouse, scope: RunScope, threads: int | None = None,
          log: Callable[[str], None] | None = None, give_way: Callable[[], float] | None = None,
-         nice: int = 0) -> RawLoad:
+         lowered: capacity.Lowered | None = None) -> RawLoad:
     """Audit the window's raw files and append those not loaded yet; nothing is written if an audit fails.
-    A backfill's parse and profile run `nice` steps lower in CPU priority (the appends, which hold the warehouse,
-    do not), and its `give_way` is called before each chunk's hold: it waits while today's load runs."""
+    A backfill's parse and profile run `lowered` (lower CPU priority, fewer cores beside today's load; the appends,
+    which hold the warehouse, do not), and its `give_way` is called before each chunk's hold: it waits while
+    today's load runs."""
     progress = Progress(log, f"raw {scope.window}", PHASES)
     stats = LockStats()
     run_id = scope.run.run_id
     try:
-        files, figures, findings = capacity.run_lowered(nice, lambda: _parse_and_profile(wh, scope, threads,
-                                                                                           progress))
+        files, figures, findings = (lowered or capacity.Lowered()).run(
+            lambda: _parse_and_profile(wh, scope, threads, progress))
     except raw_files.RawInputError as exc:
         finding = Finding(FILE_READABLE, exc.partition, exc.path, exc.problem)
         return RawLoad(_audits([finding], []), [], {}, [], stats)

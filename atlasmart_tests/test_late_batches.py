@@ -190,7 +190,8 @@ def test_the_merge_sql_equals_the_python_rules_on_random_batch_sets(seed: int) -
 def test_the_merge_conflicts_sql_finds_exactly_the_keys_whose_records_differ(seed: int) -> None:
     """merge_conflicts.sql (keys found by their hash) against the rule it states, on random days: a line_id and
     source_sequence held by several records of a day (in one batch or across batches) is a conflict when their
-    content differs, and not when it repeats; records without a line_id or a sequence are never compared."""
+    content differs (a null differs from a value, wherever it stands), and not when it repeats; records without a
+    day, a line_id or a sequence are never compared."""
     import random
 
     import duckdb
@@ -204,23 +205,29 @@ def test_the_merge_conflicts_sql_finds_exactly_the_keys_whose_records_differ(see
     con.execute("create table candidate.raw_lines (partition_date date, extraction_batch varchar, line_id varchar, "
                 f"source_sequence bigint, {', '.join(f'{c} varchar' for c in content)})")
     rows = []
-    for d in range(6):
-        day = f"2026-09-{d + 1:02d}"
+    for d in range(7):
+        day = f"2026-09-{d + 1:02d}" if d < 6 else None
         for b in range(rng.choice([1, 2, 3])):
             for _ in range(rng.randrange(1, 40)):
                 line_id = rng.choice([None, *(f"L{k}" for k in range(12))]) if rng.random() < 0.9 else None
                 sequence = rng.choice([None, *range(1, 15)]) if rng.random() < 0.95 else None
                 values = [rng.choice(["upsert", "delete"]), *(rng.choice(["a", "b", None]) for _ in content[1:])]
                 rows.append([day, f"B{b}", line_id, sequence, *values])
+    blank = [None] * (len(content) - 3)
+    rows += [  # the same text once nulls are skipped, but different records; and a repeat without a day
+        ["2026-09-01", "B0", "L-shift", 7, "upsert", "a", None, *blank],
+        ["2026-09-01", "B1", "L-shift", 7, "upsert", None, "a", *blank],
+        [None, "B0", "L-nodate", 7, "upsert", "a", *blank, None],
+        [None, "B1", "L-nodate", 7, "upsert", "b", *blank, None],
+    ]
     con.executemany(f"insert into candidate.raw_lines values ({', '.join('?' * (4 + len(content)))})", rows)
 
-    held: dict[tuple[str, str, int], list[tuple[str, str]]] = {}
+    held: dict[tuple[str, str, int], list[tuple[str, tuple[str | None, ...]]]] = {}
     for day, batch, line_id, sequence, *values in rows:
-        if line_id is not None and sequence is not None:
-            # concat_ws skips nulls, and the SQL compares that text: the rule is stated on the same text.
-            held.setdefault((day, line_id, sequence), []).append((batch, "|".join(v for v in values if v is not None)))
+        if day is not None and line_id is not None and sequence is not None:
+            held.setdefault((day, line_id, sequence), []).append((batch, tuple(values)))
     expected = {key: sorted({b for b, _ in recs}) for key, recs in held.items()
-                if len(recs) > 1 and len({text for _, text in recs}) > 1}
+                if len(recs) > 1 and len({content for _, content in recs}) > 1}
     got = {(day, line_id, sequence): list(batches) for day, line_id, sequence, batches in con.execute(
         f"select partition_date::varchar, line_id, source_sequence, batches from ({sql.text('merge_conflicts')})"
     ).fetchall()}

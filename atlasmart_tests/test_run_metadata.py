@@ -69,7 +69,7 @@ def test_without_per_thread_cpu_sets_a_backfill_step_caps_its_threads_when_it_st
 def test_with_per_thread_cpu_sets_a_backfill_step_keeps_every_duckdb_thread(instance, monkeypatch) -> None:
     """yield_cores takes the cores away while a current run runs, and gives them back: a cap decided at the step's
     start would hold for the whole step."""
-    monkeypatch.setattr(capacity, "PINS", True)
+    monkeypatch.setattr(capacity, "can_pin", lambda: True)
     monkeypatch.setattr(capacity.os, "sched_getaffinity", lambda _pid: {0, 1}, raising=False)
     _running_current_run(instance)
     assert capacity.backfill_threads(instance, 1) is None
@@ -182,13 +182,16 @@ def test_a_backfill_keeps_to_fewer_cores_only_while_a_current_lane_run_runs(inst
     assert cores.times == 1 and cores.yielded_s > 0, (cores.times, cores.yielded_s)
 
 
-def test_today_s_load_never_gives_up_cores(instance) -> None:
-    allowed = frozenset(os.sched_getaffinity(0))
+def test_today_s_load_never_gives_up_cores(env, instance) -> None:
+    """Beside another current-lane run in flight, today's own run keeps every core: its steps yield nothing (were
+    it wired as a backfill, it would keep to one core while that other run is STARTED)."""
     _running_current_run(instance)
-    with capacity.yield_cores(instance, 1, enabled=False) as cores:
-        time.sleep(2 * capacity.WATCH_S)
-        assert _cpu_sets() == {allowed}
-    assert cores.times == 0 and cores.yielded_s == 0
+    result = run_chain(instance, "2026-09-21", tags=dict(CURRENT_LANE_TAGS))
+    assert result.success
+    for key in (["raw", "order_lines"], ["fact", "fct_order_lines"]):
+        [record] = [r for r in instance.fetch_materializations(dg.AssetKey(key), limit=10).records
+                    if r.run_id == result.run_id]
+        assert record.asset_materialization.metadata["cores_yielded_s"].value == 0, key
 
 
 def _niceness(tid: int) -> int:

@@ -110,12 +110,11 @@ def correction_asset(context: dg.AssetExecutionContext,
     nice = capacity.niceness_of(lowered_by)
     context.log.info(f"{scope.window}: {len(scope.window.keys)} day(s), lane {scope.lane}, DuckDB threads "
                      f"{threads or 'all cores'}, CPU niceness of the scratch work {nice}")
-    with capacity.yield_cores(context.instance, warehouse.settings.backfill_threads, scope.is_backfill) as cores:
-        outcome = correction.correct(warehouse, scope, _is_finished(context.instance), threads,
-                                     log=context.log.info, nice=lowered_by,
-                                     give_way=capacity.give_way(context.instance,
-                                                                warehouse.settings.backfill_give_way_s)
-                                     if scope.is_backfill else None)
+    lowered = (capacity.Lowered(lowered_by, context.instance, warehouse.settings.backfill_threads)
+               if scope.is_backfill else None)
+    outcome = correction.correct(warehouse, scope, _is_finished(context.instance), threads, log=context.log.info,
+                                 give_way=capacity.give_way(context.instance, warehouse.settings.backfill_give_way_s)
+                                 if scope.is_backfill else None, lowered=lowered)
     yield from (check_result(a) for a in outcome.audits)
     refuse(str(scope.window), outcome.audits)
     pub = outcome.publication
@@ -144,7 +143,7 @@ def correction_asset(context: dg.AssetExecutionContext,
     common = {"window": str(scope.window), "publication_id": pub.publication_id, "code_version": CODE_VERSION,
               "backfill_id": scope.run.backfill_id or "", "changed_partitions": len(pub.changed),
               "publish_lock_hold_s": round(pub.lock_hold_s, 3), "cpu_niceness": nice,
-              "cores_yielded_s": round(cores.yielded_s, 3), **outcome.stats.figures()}
+              "cores_yielded_s": capacity.yielded_s(lowered), **outcome.stats.figures()}
     for key in (STAGED_ORDER_LINES, FCT_ORDER_LINES):
         context.add_asset_metadata(common, asset_key=list(key), partition_key=newest)
     chart_entry = {"change_chart": dg.MetadataValue.md(image)} if image else {}

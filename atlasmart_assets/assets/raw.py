@@ -62,10 +62,11 @@ def raw_order_lines(context: dg.AssetExecutionContext,
     nice = capacity.niceness_of(lowered_by)
     context.log.info(f"{scope.window}: {len(scope.window.keys)} day(s), lane {scope.lane}, DuckDB threads "
                      f"{threads or 'all cores'}, CPU niceness of the scratch work {nice}")
-    with capacity.yield_cores(context.instance, warehouse.settings.backfill_threads, scope.is_backfill) as cores:
-        loaded = raw_load.load(warehouse, scope, threads, log=context.log.info,
-                               give_way=capacity.give_way(context.instance, warehouse.settings.backfill_give_way_s)
-                               if scope.is_backfill else None, nice=lowered_by)
+    lowered = (capacity.Lowered(lowered_by, context.instance, warehouse.settings.backfill_threads)
+               if scope.is_backfill else None)
+    loaded = raw_load.load(warehouse, scope, threads, log=context.log.info,
+                           give_way=capacity.give_way(context.instance, warehouse.settings.backfill_give_way_s)
+                           if scope.is_backfill else None, lowered=lowered)
     yield from (check_result(a) for a in loaded.audits)
     refuse(str(scope.window), loaded.audits)
     for day, fig in sorted(loaded.figures.items()):
@@ -87,7 +88,7 @@ def raw_order_lines(context: dg.AssetExecutionContext,
         "batches_read": len(loaded.files),
         "code_version": CODE_VERSION,
         "cpu_niceness": nice,
-        "cores_yielded_s": round(cores.yielded_s, 3),
+        "cores_yielded_s": capacity.yielded_s(lowered),
         **loaded.stats.figures(),
     }, partition_key=max(scope.window.keys))
     yield dg.MaterializeResult()
