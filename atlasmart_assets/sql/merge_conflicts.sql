@@ -1,10 +1,10 @@
 -- Records that make the merge non-deterministic: the same line_id and source_sequence with different content,
 -- in one batch or across batches of a day (which one would win is not determined). Only keys held by more than
 -- one record are compared. They are found by the hash of the key, one integer to group on instead of a date, a
--- string and a number (a year: 1.8-2.1 s -> 0.9-1.1 s); a collision only adds a key whose records are then
--- compared on the key itself. Content is compared as a struct, where a null differs from every value (a text
--- joined with concat_ws skipped nulls: ('a', null) and (null, 'a') read the same). The table is named in each
--- branch, not through a shared CTE (see merged_lines.sql).
+-- string and a number (the bench's year, which repeats no key: 2.3-2.7 s -> 1.2-1.4 s); a collision only adds a key
+-- whose records are then compared on the key itself. Content is compared as a struct, where a null differs from
+-- every value (a text joined with concat_ws skipped nulls: ('a', null) and (null, 'a') read the same). The table is
+-- named in each branch, not through a shared CTE (see merged_lines.sql).
 with repeated as (
     select hash(partition_date, line_id, source_sequence) as key_hash
     from candidate.raw_lines
