@@ -1,15 +1,20 @@
-"""What the asset adapters share: audits as Dagster check results, refusal as a step failure, the backfill policy."""
+"""What the asset adapters share: audits as Dagster check results, refusal as a step failure, the backfill policy,
+how much of the machine a step takes."""
 
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Callable, Sequence
 
 import dagster as dg
 
+from atlasmart_assets import capacity
 from atlasmart_assets.alerts.format import figure_lines, num, signed
 from atlasmart_assets.audits import Audit
 from atlasmart_assets.contract import CODE_VERSION, CONTROL_NAMES
+from atlasmart_assets.resources import Warehouse
+from atlasmart_assets.scope import RunScope
 
 POLICY_ENV = "ATLASMART_BACKFILL_POLICY"
 
@@ -73,3 +78,29 @@ def controls_md(before: Sequence[float] | None, after: Sequence[float],
     if sha256_before:
         lines.append(f"\nsha256 before: `{sha256_before}`")
     return dg.MetadataValue.md("\n".join(lines))
+
+
+@dataclass(frozen=True)
+class StepCapacity:
+    """What a step may take of the machine (capacity.py): a backfill's DuckDB threads, its scratch work lowered
+    (CPU priority, cores beside today's load) and its give-way before each warehouse hold; today's load takes all."""
+
+    threads: int | None
+    niceness: int
+    lowered: capacity.Lowered | None
+    give_way: Callable[[], float] | None
+
+
+def step_capacity(context: dg.AssetExecutionContext, warehouse: Warehouse, scope: RunScope) -> StepCapacity:
+    """The step's capacity, logged once at its start."""
+    cfg = warehouse.settings
+    backfill = scope.is_backfill
+    threads = capacity.backfill_threads(context.instance, cfg.backfill_threads) if backfill else None
+    lowered_by = cfg.backfill_nice if backfill else 0
+    niceness = capacity.niceness_of(lowered_by)
+    context.log.info(f"{scope.window}: {len(scope.window.keys)} day(s), lane {scope.lane}, DuckDB threads "
+                     f"{threads or 'all cores'}, CPU niceness of the scratch work {niceness}")
+    return StepCapacity(
+        threads, niceness,
+        capacity.Lowered(lowered_by, context.instance, cfg.backfill_threads) if backfill else None,
+        capacity.give_way(context.instance, cfg.backfill_give_way_s) if backfill else None)

@@ -16,6 +16,7 @@ from atlasmart_assets.assets.common import (
     check_result,
     controls_md,
     refuse,
+    step_capacity,
 )
 from atlasmart_assets.assets.raw import customers, raw_order_lines
 from atlasmart_assets.assets.schemas import FACT_SCHEMA, MART_SCHEMA, STAGED_SCHEMA
@@ -104,17 +105,9 @@ def correction_asset(context: dg.AssetExecutionContext,
     failpoints.gate(context.op_def.name, scope.run.run_id)
     scope.enforce_fence()
     warehouse.prune_scratch(SCRATCH_MAX_AGE_S)
-    threads = (capacity.backfill_threads(context.instance, warehouse.settings.backfill_threads)
-               if scope.is_backfill else None)
-    lowered_by = warehouse.settings.backfill_nice if scope.is_backfill else 0
-    nice = capacity.niceness_of(lowered_by)
-    context.log.info(f"{scope.window}: {len(scope.window.keys)} day(s), lane {scope.lane}, DuckDB threads "
-                     f"{threads or 'all cores'}, CPU niceness of the scratch work {nice}")
-    lowered = (capacity.Lowered(lowered_by, context.instance, warehouse.settings.backfill_threads)
-               if scope.is_backfill else None)
-    outcome = correction.correct(warehouse, scope, _is_finished(context.instance), threads, log=context.log.info,
-                                 give_way=capacity.give_way(context.instance, warehouse.settings.backfill_give_way_s)
-                                 if scope.is_backfill else None, lowered=lowered)
+    cap = step_capacity(context, warehouse, scope)
+    outcome = correction.correct(warehouse, scope, _is_finished(context.instance), cap.threads, log=context.log.info,
+                                 give_way=cap.give_way, lowered=cap.lowered)
     yield from (check_result(a) for a in outcome.audits)
     refuse(str(scope.window), outcome.audits)
     pub = outcome.publication
@@ -142,8 +135,8 @@ def correction_asset(context: dg.AssetExecutionContext,
     newest = max(pub.after)
     common = {"window": str(scope.window), "publication_id": pub.publication_id, "code_version": CODE_VERSION,
               "backfill_id": scope.run.backfill_id or "", "changed_partitions": len(pub.changed),
-              "publish_lock_hold_s": round(pub.lock_hold_s, 3), "cpu_niceness": nice,
-              "cores_yielded_s": capacity.yielded_s(lowered), **outcome.stats.figures()}
+              "publish_lock_hold_s": round(pub.lock_hold_s, 3), "cpu_niceness": cap.niceness,
+              "cores_yielded_s": capacity.yielded_s(cap.lowered), **outcome.stats.figures()}
     for key in (STAGED_ORDER_LINES, FCT_ORDER_LINES):
         context.add_asset_metadata(common, asset_key=list(key), partition_key=newest)
     chart_entry = {"change_chart": dg.MetadataValue.md(image)} if image else {}

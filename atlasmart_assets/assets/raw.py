@@ -7,7 +7,14 @@ import dagster as dg
 
 from atlasmart_assets import capacity, failpoints, raw_files, raw_load
 from atlasmart_assets.alerts.format import md
-from atlasmart_assets.assets.common import BACKFILL_POLICY, CODE_VERSION, KINDS, check_result, refuse
+from atlasmart_assets.assets.common import (
+    BACKFILL_POLICY,
+    CODE_VERSION,
+    KINDS,
+    check_result,
+    refuse,
+    step_capacity,
+)
 from atlasmart_assets.contract import CONTROL_NAMES, OWNERS, RAW_CUSTOMERS, RAW_ORDER_LINES
 from atlasmart_assets.partitions import daily_partitions
 from atlasmart_assets.resources import Warehouse
@@ -56,17 +63,9 @@ def raw_order_lines(context: dg.AssetExecutionContext,
     scope = scope_of_context(context)
     failpoints.gate(context.op_def.name, scope.run.run_id)
     scope.enforce_fence()
-    threads = (capacity.backfill_threads(context.instance, warehouse.settings.backfill_threads)
-               if scope.is_backfill else None)
-    lowered_by = warehouse.settings.backfill_nice if scope.is_backfill else 0
-    nice = capacity.niceness_of(lowered_by)
-    context.log.info(f"{scope.window}: {len(scope.window.keys)} day(s), lane {scope.lane}, DuckDB threads "
-                     f"{threads or 'all cores'}, CPU niceness of the scratch work {nice}")
-    lowered = (capacity.Lowered(lowered_by, context.instance, warehouse.settings.backfill_threads)
-               if scope.is_backfill else None)
-    loaded = raw_load.load(warehouse, scope, threads, log=context.log.info,
-                           give_way=capacity.give_way(context.instance, warehouse.settings.backfill_give_way_s)
-                           if scope.is_backfill else None, lowered=lowered)
+    cap = step_capacity(context, warehouse, scope)
+    loaded = raw_load.load(warehouse, scope, cap.threads, log=context.log.info, give_way=cap.give_way,
+                           lowered=cap.lowered)
     yield from (check_result(a) for a in loaded.audits)
     refuse(str(scope.window), loaded.audits)
     for day, fig in sorted(loaded.figures.items()):
@@ -87,8 +86,8 @@ def raw_order_lines(context: dg.AssetExecutionContext,
         "partitions_loaded": len(loaded.loaded),
         "batches_read": len(loaded.files),
         "code_version": CODE_VERSION,
-        "cpu_niceness": nice,
-        "cores_yielded_s": capacity.yielded_s(lowered),
+        "cpu_niceness": cap.niceness,
+        "cores_yielded_s": capacity.yielded_s(cap.lowered),
         **loaded.stats.figures(),
     }, partition_key=max(scope.window.keys))
     yield dg.MaterializeResult()
