@@ -13,6 +13,7 @@ from atlasmart_assets import capacity
 from atlasmart_assets.alerts.format import figure_lines, num, signed
 from atlasmart_assets.audits import Audit
 from atlasmart_assets.contract import CODE_VERSION, CONTROL_NAMES
+from atlasmart_assets.event_budget import bounded_figures, cut_text
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunScope
 
@@ -36,14 +37,20 @@ KINDS = {"duckdb"}
 __all__ = ["BACKFILL_POLICY", "CODE_VERSION", "KINDS", "SCRATCH_MAX_AGE_S", "check_result", "controls_md", "refuse"]
 
 
+REFUSAL_MAX_CHARS = 4000
+
+
 def check_result(audit: Audit) -> dg.AssetCheckResult:
+    """The audit as Dagster's check result; its figures and text cut to the event budget (event_budget.py), so one
+    check event stays small however long the window."""
+    figures = bounded_figures(audit.figures)
     return dg.AssetCheckResult(
         asset_key=dg.AssetKey(list(audit.asset)),
         check_name=audit.check,
         passed=audit.passed,
         severity=dg.AssetCheckSeverity.ERROR if audit.severity == "ERROR" else dg.AssetCheckSeverity.WARN,
-        description=audit.description[:2000],
-        metadata={"figures": dg.MetadataValue.json(audit.figures), "figures_readable": _figures_md(audit.figures)},
+        description=cut_text(audit.description),
+        metadata={"figures": dg.MetadataValue.json(figures), "figures_readable": _figures_md(figures)},
     )
 
 
@@ -51,15 +58,17 @@ def _figures_md(figures: object) -> dg.MarkdownMetadataValue:
     """The figures one line per day or key (controls named, with deltas), for a person; `figures` stays the JSON
     the alerts read."""
     lines = figure_lines(figures)
-    return dg.MetadataValue.md("\n".join(f"- {line}" for line in lines) if lines else "(no figures)")
+    return dg.MetadataValue.md(cut_text("\n".join(f"- {line}" for line in lines), 16 * 1024) if lines
+                               else "(no figures)")
 
 
 def refuse(window: str, audits: list[Audit]) -> None:
     """Fail the step (nothing published) when a blocking audit failed."""
     blocking = [a for a in audits if a.blocks]
     if blocking:
+        text = " | ".join(f"{a.check}: {cut_text(a.description, 500)}" for a in blocking)
         raise dg.Failure(
-            description=f"Not published ({window}): " + " | ".join(f"{a.check}: {a.description}" for a in blocking),
+            description=cut_text(f"Not published ({window}): {text}", REFUSAL_MAX_CHARS),
             metadata={"failed_audits": [a.check for a in blocking]},
         )
 

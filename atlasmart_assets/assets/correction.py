@@ -122,15 +122,14 @@ def correction_asset(context: dg.AssetExecutionContext,
                                    asset_key=list(STAGED_ORDER_LINES), partition_key=day)
         context.add_asset_metadata(_day_metadata(pub, day), asset_key=list(FCT_ORDER_LINES), partition_key=day)
         context.add_asset_metadata({"dagster/row_count": _mart_rows(pub, day), "sha256": pub.after[day].sha256,
-                                    "publication_id": pub.publication_id,
-                                    "extract": dg.MetadataValue.path(str(cfg.published_dir / file_name(day))),
-                                    **notice}, asset_key=list(REVENUE_DAILY), partition_key=day)
+                                    "extract": dg.MetadataValue.path(str(cfg.published_dir / file_name(day)))},
+                                   asset_key=list(REVENUE_DAILY), partition_key=day)
     try:
         image = _chart(pub) if pub.changed else None
     except Exception as exc:  # noqa: BLE001 - the publication is committed; a chart must never fail it
         context.log.warning(f"change chart not drawn: {type(exc).__name__}: {exc}")
         image = None
-    # The run's own figures (and the chart) go once, on the newest day's event: Dagster copies a ranged
+    # The run's own figures (publication, notice, chart) go once, on the newest day's event: Dagster copies a ranged
     # MaterializeResult's metadata into every partition's event, which grows the event log with days x days.
     newest = max(pub.after)
     common = {"window": str(scope.window), "publication_id": pub.publication_id, "code_version": CODE_VERSION,
@@ -140,7 +139,8 @@ def correction_asset(context: dg.AssetExecutionContext,
     for key in (STAGED_ORDER_LINES, FCT_ORDER_LINES):
         context.add_asset_metadata(common, asset_key=list(key), partition_key=newest)
     chart_entry = {"change_chart": dg.MetadataValue.md(image)} if image else {}
-    context.add_asset_metadata({**common, **chart_entry}, asset_key=list(REVENUE_DAILY), partition_key=newest)
+    context.add_asset_metadata({**common, **notice, **chart_entry}, asset_key=list(REVENUE_DAILY),
+                               partition_key=newest)
     for key in (STAGED_ORDER_LINES, FCT_ORDER_LINES, REVENUE_DAILY):
         yield dg.MaterializeResult(asset_key=list(key))
 

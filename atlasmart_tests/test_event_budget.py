@@ -1,0 +1,93 @@
+"""No event grows with the window (issue 15: none over 64 KiB): a check's figures and a refusal's text over a year
+are cut to a budget, failing days first, and say what they left out."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import dagster as dg
+import pytest
+
+from atlasmart_assets import audits
+from atlasmart_assets.alerts.format import failing_partitions, figure_lines
+from atlasmart_assets.assets.common import REFUSAL_MAX_CHARS, check_result, refuse
+from atlasmart_assets.event_budget import FIGURES_MAX_BYTES, OMITTED, bounded_figures
+
+EVENT_MAX_BYTES = 64 * 1024
+YEAR = [(dt.date(2025, 9, 22) + dt.timedelta(days=k)).isoformat() for k in range(365)]
+FACT = ("fact", "fct_order_lines")
+
+
+def _controls(k: int) -> list[float]:
+    return [20000.0 + k, 8000.0 + k, 60000.0 + k, 6194839.91 + k, 3706826.68 + k, 2488013.23]
+
+
+def _serialized(result: dg.AssetCheckResult) -> int:
+    return len(dg.serialize_value(result.metadata)) + len(result.description or "")
+
+
+def test_a_year_of_mismatched_controls_is_one_small_check_event_naming_its_failing_days_first() -> None:
+    # Every day mismatches but 2026-03-01 .. 2026-03-03, whose figures are equal: the cut keeps mismatches only.
+    candidate = {d: _controls(k) for k, d in enumerate(YEAR)}
+    expected = {d: ([x + 1 for x in _controls(k)] if d not in {"2026-03-01", "2026-03-02", "2026-03-03"}
+                     else _controls(k)) for k, d in enumerate(YEAR)}
+    audit = audits.controls_match("fct_order_lines_controls_match_staged", FACT, candidate, expected, "staged")
+    uncut = {"figures": dg.MetadataValue.json(audit.figures),
+             "figures_readable": dg.MetadataValue.md("\n".join(f"- {line}" for line in figure_lines(audit.figures)))}
+    assert len(dg.serialize_value(uncut)) > EVENT_MAX_BYTES, "the scenario must be over the event limit uncut"
+
+    result = check_result(audit)
+    assert _serialized(result) < EVENT_MAX_BYTES - 8 * 1024, "room left for the envelope Dagster adds"
+    figures = result.metadata["figures"].value
+    assert len(json.dumps(figures, ensure_ascii=False)) <= FIGURES_MAX_BYTES
+    kept = figures["mismatches"]
+    assert kept and set(kept) <= set(audit.figures["mismatches"])
+    assert {d: audit.figures["mismatches"][d] for d in kept} == kept, "kept entries are the audit's own, unchanged"
+    assert figures[OMITTED] == {"mismatches": len(audit.figures["mismatches"]) - len(kept)}
+    assert figures["partitions"] == 365, "the totals beside the days are never cut"
+    assert result.metadata["figures"].value is not audit.figures and len(audit.figures["mismatches"]) == 362
+    readable = result.metadata["figures_readable"].value
+    assert f"{OMITTED}:" in readable and sorted(kept)[0] in readable
+    assert failing_partitions(figures) == sorted(kept)
+
+
+def test_row_counts_over_a_year_keep_the_days_that_moved_before_the_days_that_did_not() -> None:
+    moved = set(YEAR[100:140])
+    candidate = {d: 20000 + (7 if d in moved else 0) for d in YEAR}
+    published = {d: 20000 for d in YEAR}
+    # A figures budget that forces a cut of this size: the moved days must survive it.
+    audit = audits.row_count_unchanged("fct_order_lines_row_count_unchanged", FACT, candidate, published)
+    cut = bounded_figures(audit.figures, max_bytes=4096)
+    assert len(json.dumps(cut, ensure_ascii=False)) <= 4096
+    assert moved <= set(cut["per_partition"]), "every day whose rows moved is kept"
+    assert cut[OMITTED]["per_partition"] == 365 - len(cut["per_partition"])
+    assert any(line.startswith("2026-") and "rows" in line for line in figure_lines(cut))
+
+
+def test_figures_within_budget_are_left_exactly_as_they_are() -> None:
+    figures = {"mismatches": {"2026-09-01": {"candidate": [1.0], "staged": [2.0]}}, "partitions": 1}
+    assert bounded_figures(figures) is figures
+    assert bounded_figures([1, 2, 3]) == [1, 2, 3]
+
+
+@pytest.mark.parametrize("figures", [
+    {d: ["L-%06d" % n for n in range(40)] for d in YEAR},                  # raw problems keyed by day at the top
+    {"line_ids_on_other_days": {d: ["L-%06d" % n for n in range(300)] for d in YEAR[:3]}},  # long lists inside
+    {"note": "x" * 100_000},                                                 # one value over budget on its own
+])
+def test_any_shape_of_figures_is_cut_to_the_budget(figures: dict) -> None:
+    cut = bounded_figures(figures)
+    assert len(json.dumps(cut, ensure_ascii=False)) <= FIGURES_MAX_BYTES
+
+
+def test_a_refusal_over_a_year_is_one_bounded_text() -> None:
+    candidate = {d: _controls(k) for k, d in enumerate(YEAR)}
+    expected = {d: [x + 1 for x in _controls(k)] for k, d in enumerate(YEAR)}
+    blocking = [audits.controls_match(f"check_{n}", FACT, candidate, expected, "staged") for n in range(3)]
+    with pytest.raises(dg.Failure) as refused:
+        refuse(f"{YEAR[0]}..{YEAR[-1]}", blocking)
+    text = refused.value.description
+    assert len(text) <= REFUSAL_MAX_CHARS
+    assert text.startswith(f"Not published ({YEAR[0]}..{YEAR[-1]}): check_0: controls differ from staged")
+    assert all(f"check_{n}:" in text for n in range(3)), "every blocking check is named"
