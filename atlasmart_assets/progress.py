@@ -16,12 +16,30 @@ class Progress:
         self._done = 0.0
         self._started = time.monotonic()
 
-    def done(self, phase: str, detail: str) -> None:
-        self._done += self._weights.get(phase, 0.0)
+    def _line(self, phase: str, detail: str, share: float, estimate: bool = True) -> None:
         elapsed = time.monotonic() - self._started
         total = sum(self._weights.values())
-        left = elapsed / self._done * (total - self._done) if self._done else None
+        left = elapsed / share * (total - share) if share else None
         position = f"{self._order.index(phase) + 1}/{len(self._order)}" if phase in self._order else "-"
-        estimate = "done" if left is None or self._done >= total else f"about {left:.0f} s to go"
+        if not estimate:
+            tail = "ended"
+        elif left is None or share >= total:
+            tail = "done"
+        else:
+            tail = f"about {left:.0f} s to go"
         if self._log is not None:
-            self._log(f"{self._what} [{position}] {phase}: {detail}; {elapsed:.1f} s so far, {estimate}")
+            self._log(f"{self._what} [{position}] {phase}: {detail}; {elapsed:.1f} s so far, {tail}")
+
+    def done(self, phase: str, detail: str) -> None:
+        """The phase finished."""
+        self._done += self._weights.get(phase, 0.0)
+        self._line(phase, detail, self._done)
+
+    def part(self, phase: str, fraction: float, detail: str) -> None:
+        """`fraction` (0..1) of a long phase is behind it: a year's publish writes a dozen chunks over 20 s."""
+        share = self._done + self._weights.get(phase, 0.0) * min(max(fraction, 0.0), 1.0)
+        self._line(phase, detail, share)
+
+    def end(self, phase: str, detail: str) -> None:
+        """The step stops before its last phase (a refusal): no estimate of work that will not happen."""
+        self._line(phase, detail, self._done, estimate=False)

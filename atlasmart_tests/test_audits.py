@@ -121,6 +121,10 @@ def test_mutated_raw_fails_loudly(env, instance, published) -> None:
     evaluation = _check(result, "raw_order_lines_sha256_unchanged")
     assert not evaluation.passed and "never rewritten in place" in evaluation.description
     assert state.snapshot(env) == before
+    # The run's log ends the step's progress with the refusal, not with an estimate of work that will not happen.
+    [last] = [e.user_message for e in instance.all_logs(result.run_id) if e.user_message.startswith("raw ")
+              and "] profile: refused" in e.user_message]
+    assert "raw_order_lines_sha256_unchanged" in last and last.endswith("ended"), last
 
 
 @pytest.mark.parametrize("chunk_days", [31, 1])

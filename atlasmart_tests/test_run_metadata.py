@@ -61,9 +61,24 @@ def test_progress_estimates_what_remains() -> None:
     lines: list[str] = []
     progress = Progress(lines.append, "job", (("a", 1.0), ("b", 3.0)))
     progress.done("a", "10 rows")
+    progress.part("b", 0.5, "chunk 1/2")
     progress.done("b", "done it")
     assert lines[0].startswith("job [1/2] a: 10 rows;") and "to go" in lines[0]
-    assert lines[1].startswith("job [2/2] b: done it;") and lines[1].endswith("done")
+    assert lines[1].startswith("job [2/2] b: chunk 1/2;") and "to go" in lines[1]
+    assert lines[2].startswith("job [2/2] b: done it;") and lines[2].endswith("done")
+
+
+def test_progress_within_a_phase_estimates_less_as_it_goes(monkeypatch) -> None:
+    clock = iter([0.0, 10.0, 20.0, 30.0])
+    monkeypatch.setattr("atlasmart_assets.progress.time.monotonic", lambda: next(clock))
+    lines: list[str] = []
+    progress = Progress(lines.append, "job", (("a", 1.0), ("b", 1.0)))
+    progress.done("a", "x")              # 10 s for half the work: about 10 s to go
+    progress.part("b", 0.5, "half of b")  # 20 s for three quarters: about 7 s to go
+    progress.end("b", "refused")
+    assert lines[0].endswith("10.0 s so far, about 10 s to go")
+    assert lines[1].endswith("20.0 s so far, about 7 s to go")
+    assert lines[2].endswith("30.0 s so far, ended"), "a refusal estimates nothing"
 
 
 def test_without_per_thread_cpu_sets_a_backfill_step_caps_its_threads_when_it_starts(instance, monkeypatch) -> None:
@@ -127,6 +142,13 @@ def test_a_long_backfill_gives_way_before_each_warehouse_hold(env, instance, mon
                     if r.partition_key == HISTORY[1]]
         waited[key[0]] = record.asset_materialization.metadata["gave_way_total_s"].value
     assert waited["raw"] >= 4 * 0.2 and waited["fact"] >= 5 * 0.2, waited
+    # The long phases say how far they got, chunk by chunk, with what remains.
+    logs = [e.user_message for e in instance.all_logs(result.run_id) if e.user_message]
+    appended = [m for m in logs if "[3/3] append: chunk" in m]
+    written = [m for m in logs if "[4/4] publish: chunk" in m and "written ahead" in m]
+    assert [m.split("chunk ")[1][:3] for m in appended] == ["1/4", "2/4", "3/4", "4/4"], appended
+    assert [m.split("chunk ")[1][:3] for m in written] == ["1/4", "2/4", "3/4", "4/4"], written
+    assert "(2026-09-01..2026-09-05)" in written[0] and all("to go" in m for m in written), written
     if MAY_YIELD_CORES:
         for key in (["raw", "order_lines"], ["fact", "fct_order_lines"]):
             [record] = [r for r in instance.fetch_materializations(dg.AssetKey(key), limit=100).records

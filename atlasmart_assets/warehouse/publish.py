@@ -51,6 +51,7 @@ def _refuse_if_abandoned(con: duckdb.DuckDBPyConnection, pub_id: str) -> None:
 
 
 GiveWay = Callable[[], float]
+OnChunk = Callable[[int, int, Window], None]
 
 
 def _next_hold(wh: Warehouse, give_way: GiveWay | None, stats: LockStats | None, first: bool = False) -> None:
@@ -65,7 +66,8 @@ def _next_hold(wh: Warehouse, give_way: GiveWay | None, stats: LockStats | None,
 
 
 def _write_ahead(wh: Warehouse, scratch: Path, parts: list[Window], pub_id: str, run_id: str,
-                 expected: dict[str, Current] | None, stats: LockStats | None, give_way: GiveWay | None) -> None:
+                 expected: dict[str, Current] | None, stats: LockStats | None, give_way: GiveWay | None,
+                 on_chunk: OnChunk | None) -> None:
     """The candidate rows of every versioned layer, into the version store under `pub_id`, a chunk of days per
     transaction. Readers see none of it until the commit's ledger rows point at it. Before each chunk: if its days
     were republished since the audit (a deletion request applied to one, say), or this publish was taken for
@@ -88,6 +90,8 @@ def _write_ahead(wh: Warehouse, scratch: Path, parts: list[Window], pub_id: str,
                     _refuse_if_moved(ledger.current(con, part), expected, part.keys)
                 for layer in ledger.VERSIONED:
                     ledger.write_version(con, layer, pub_id, version, f"s.{layer.candidate}", part)
+        if on_chunk is not None:
+            on_chunk(n + 1, len(parts), part)
 
 
 def _prune(wh: Warehouse, parts: list[Window], stats: LockStats | None, give_way: GiveWay | None) -> None:
@@ -140,13 +144,14 @@ def collect_abandoned(wh: Warehouse, run_finished: Callable[[str], bool],
 def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_version: str,
             after: dict[str, DayCandidate], expected: dict[str, Current] | None, *, kind: str = "publish",
             restored: dict[str, str] | None = None, stats: LockStats | None = None,
-            give_way: GiveWay | None = None) -> Publication:
+            give_way: GiveWay | None = None, on_chunk: OnChunk | None = None) -> Publication:
     """Publish staged, fact and mart for the whole window in ONE commit, with the ledger and the prior version;
     then swap the extracts in. A window longer than one chunk (ATLASMART_CHUNK_DAYS) has its staged and fact rows
     written ahead into the version store, so its commit moves the ledger's pointers (and the small mart) rather
     than rows, and retention follows the commit; a window of one chunk (today's load) does all of it in the
     commit, one hold. `expected` is what the audit compared against: if another publisher moved a partition
-    since, nothing is published. `give_way` (a backfill's) is called before each hold of a long write."""
+    since, nothing is published. `give_way` (a backfill's) is called before each hold of a long write, `on_chunk`
+    (k, n, days) after each chunk written ahead."""
     cfg = wh.settings
     pub_id = ledger.new_publication_id(kind)
     parts = window.split(cfg.chunk_days)
@@ -154,7 +159,7 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
     committed = False
     try:
         if ahead:
-            _write_ahead(wh, scratch, parts, pub_id, run.run_id, expected, stats, give_way)
+            _write_ahead(wh, scratch, parts, pub_id, run.run_id, expected, stats, give_way, on_chunk)
             failpoint("wrote_versions")
             _next_hold(wh, give_way, stats)
         with wh.writer(stats) as con:
