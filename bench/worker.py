@@ -64,6 +64,14 @@ def _step_durations(instance: Any, run_id: str) -> dict[str, float]:
     return out
 
 
+def _run_span(instance: Any, run_id: str) -> dict[str, float | None]:
+    """The run as Dagster records it (the duration the UI shows: RUN_START -> RUN_SUCCESS/FAILURE), apart from the
+    call's wall time, which also holds the run's creation (its planned events) before it starts."""
+    record = instance.get_run_record_by_id(run_id)
+    start, end = (record.start_time, record.end_time) if record else (None, None)
+    return {"run_start_to_end_s": round(end - start, 3) if start and end else None}
+
+
 def _event_log(instance: Any, run_id: str) -> dict[str, int]:
     """What the run wrote to the instance's event log: events, bytes (as Dagster serializes them), the largest."""
     import dagster as dg
@@ -131,6 +139,7 @@ def _chain_runs(args: argparse.Namespace) -> dict[str, Any]:
                 "phases": {k2: round(v, 3) for k2, v in sorted(PHASES.items())},
                 "lock": _lock_figures(instance, result.run_id),
                 "event_log": _event_log(instance, result.run_id),
+                **_run_span(instance, result.run_id),
             })
             k += 1
             if args.pause and (stop is not None or k < len(plan)):
