@@ -1,5 +1,5 @@
 """What one Dagster event may carry. A check's figures name every day of its window, so over a long window they would
-grow without bound: a year's backfill refused for its controls wrote about 100 KB into one check event. They are cut
+grow without bound: a year's backfill refused for its controls wrote 155 KB into one check event. They are cut
 to a budget here, failing days kept first, and the cut is said in the figures themselves."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from typing import Any, Mapping
 from atlasmart_assets.alerts.format import failing_partitions, is_day
 
 FIGURES_MAX_BYTES = 16 * 1024
+READABLE_MAX_CHARS = 16 * 1024
 TEXT_MAX_CHARS = 2000
 OMITTED = "entries_omitted"
 

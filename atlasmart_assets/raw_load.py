@@ -80,6 +80,8 @@ def _audits(findings: list[Finding], files: list[RawFile]) -> list[Audit]:
 
 # Each phase's share of a run, from the bench's year: parse 25 s, profile 12 s, append 12 s.
 PHASES = (("parse", 0.5), ("profile", 0.25), ("append", 0.25))
+
+
 def _parse_and_profile(wh: Warehouse, scope: RunScope, threads: int | None,
                        progress: Progress) -> tuple[list[RawFile], dict[str, dict[str, Any]], list[Finding]]:
     """The window's files parsed and profiled in the run's scratch (no warehouse hold)."""
@@ -109,6 +111,7 @@ def load(wh: Warehouse, scope: RunScope, threads: int | None = None,
         files, figures, findings = (lowered or capacity.Lowered()).run(
             lambda: _parse_and_profile(wh, scope, threads, progress))
     except raw_files.RawInputError as exc:
+        progress.end("parse", f"refused by {FILE_READABLE}: {exc.path}; nothing appended")
         finding = Finding(FILE_READABLE, exc.partition, exc.path, exc.problem)
         return RawLoad(_audits([finding], []), [], {}, [], stats)
     with wh.reader(stats=stats) as rcon:

@@ -93,6 +93,10 @@ def test_silent_bad_data_is_refused_naming_the_file(env, instance, published, da
         assert DAY in text and problem in text, text
         if damage is not _line_of_another_day:
             assert str(path) in text, text
+        if damage is _not_utf8:  # refused while parsing: the step's progress ends there, naming the file
+            ended = [e.user_message for e in instance.all_logs(result.run_id)
+                     if "] parse: refused by raw_order_lines_file_readable" in e.user_message]
+            assert ended and str(path) in ended[0] and ended[0].endswith("ended"), ended
         assert state.snapshot(env) == before
 
 

@@ -13,7 +13,7 @@ from atlasmart_assets import capacity
 from atlasmart_assets.alerts.format import figure_lines, num, signed
 from atlasmart_assets.audits import Audit
 from atlasmart_assets.contract import CODE_VERSION, CONTROL_NAMES
-from atlasmart_assets.event_budget import bounded_figures, cut_text
+from atlasmart_assets.event_budget import READABLE_MAX_CHARS, bounded_figures, cut_text
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunScope
 
@@ -58,7 +58,7 @@ def _figures_md(figures: object) -> dg.MarkdownMetadataValue:
     """The figures one line per day or key (controls named, with deltas), for a person; `figures` stays the JSON
     the alerts read."""
     lines = figure_lines(figures)
-    return dg.MetadataValue.md(cut_text("\n".join(f"- {line}" for line in lines), 16 * 1024) if lines
+    return dg.MetadataValue.md(cut_text("\n".join(f"- {line}" for line in lines), READABLE_MAX_CHARS) if lines
                                else "(no figures)")
 
 
