@@ -33,7 +33,7 @@ def _halved(value: Mapping[str, Any] | list[Any], failing: set[str], days_only: 
     if isinstance(value, list):
         keep = (len(value) + 1) // 2
         return value[:keep], len(value) - keep
-    droppable = [k for k in value if is_day(str(k))] if days_only else list(value)
+    droppable = {k for k in value if is_day(str(k))} if days_only else set(value)
     ranked = sorted(droppable, key=lambda k: (str(k) not in failing, str(k)))
     keep = set(ranked[:(len(ranked) + 1) // 2])
     kept = {k: v for k, v in value.items() if k in keep or k not in droppable}

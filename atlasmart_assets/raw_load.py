@@ -128,6 +128,7 @@ def load(wh: Warehouse, scope: RunScope, threads: int | None = None,
     # never holds the warehouse for long; a crash between chunks leaves whole batches, and the next run loads the rest.
     days, step = sorted({f.partition for f in to_load}), wh.settings.chunk_days
     long_write = len(days) > step  # one chunk is one short hold, like a one-chunk publish: nothing to give way to
+    chunks = -(-len(days) // step)
     for start in range(0, len(days), step):
         if give_way is not None and long_write:
             stats.gave_way.append(give_way())
@@ -136,8 +137,8 @@ def load(wh: Warehouse, scope: RunScope, threads: int | None = None,
         chunk = set(days[start:start + step])
         _append(wh, run_id, [f for f in to_load if f.partition in chunk], stats)
         if long_write:
-            k, n = start // step + 1, -(-len(days) // step)
-            progress.part("append", k / n, f"chunk {k}/{n} ({min(chunk)}..{max(chunk)}) appended")
+            k = start // step + 1
+            progress.part("append", k / chunks, f"chunk {k}/{chunks} ({min(chunk)}..{max(chunk)}) appended")
     progress.done("append", f"{len(to_load)} new batch(es) appended")
     return RawLoad(audits, files, figures, sorted({f.partition for f in to_load}), stats)
 
