@@ -84,7 +84,8 @@ class Bench:
     def dagster_home(self, name: str) -> Path:
         home = self.work / name
         home.mkdir(parents=True, exist_ok=True)
-        (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+        # The shipped instance (its event log storage among the rest), as an operator's deployment has it.
+        shutil.copy(REPO / "dagster.yaml", home / "dagster.yaml")
         return home
 
     def fresh(self, name: str) -> tuple[Path, dict[str, str]]:
@@ -360,7 +361,9 @@ def report(b: Bench) -> list[tuple[str, str, str, str]]:
         rows.append((f"{a.days}-day backfill re-publishing a published year", f"{rep['total_s']:.1f} s",
                      f"{rep['peak_rss_mib']:.0f} MiB", f"{ratio(rep['total_s'], floor_s)}x floor (target <= 3x)"))
         for label, run in (("first load", first), ("re-publish", rep)):
-            span, stored = run.get("run_start_to_end_s"), (run.get("phases") or {}).get("dagster.store_event")
+            phases = run.get("phases") or {}
+            span = run.get("run_start_to_end_s")
+            stored = phases.get("dagster.store_event", 0.0) + phases.get("dagster.store_event_batch", 0.0)
             if span:
                 rows.append((f"{a.days}-day backfill, {label}: the run's start -> end as Dagster records it",
                              f"{span:.1f} s", f"{run['total_s'] - span:.1f} s before it (creation, planned events)",

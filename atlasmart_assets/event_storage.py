@@ -1,0 +1,142 @@
+"""Dagster's run-sharded SQLite event log, storing a batch of asset events in one transaction per shard.
+
+A ranged run of a year writes about 1,460 planned events and 1,460 materializations. Dagster already
+hands such events over in batches (`DAGSTER_EVENT_BATCH_SIZE`), but its SQLite storage stores a batch
+one event at a time, each with its own SQLAlchemy engine, connection and commit on the run's shard and
+again on the index shard: about 15 ms an event on this project's machine, a third of a year's
+correction. This storage keeps Dagster's files, tables and semantics (same rows, same ids per shard,
+same asset index) and changes only how a batch reaches them.
+"""
+
+import os
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import dagster._check as check
+from dagster._config import Field, StringSource
+from dagster._core.events import ASSET_CHECK_EVENTS, ASSET_EVENTS, BATCH_WRITABLE_EVENTS
+from dagster._core.events.log import EventLogEntry
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
+from dagster._core.storage.sql import create_engine
+from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
+from dagster._serdes import ConfigurableClassData
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.pool import NullPool
+
+BATCH_SIZE_ENV = "DAGSTER_EVENT_BATCH_SIZE"
+# A year's ranged step hands over 365 materializations per asset and 1,460 planned events at once;
+# 1,000 keeps one transaction's write lock on the index shard short (about 0.1 s) for today's run.
+DEFAULT_BATCH_SIZE = "1000"
+# Engines are cached per shard; the webserver reads many runs' shards, so the cache is bounded.
+MAX_CACHED_ENGINES = 64
+
+
+class BatchingSqliteEventLogStorage(SqliteEventLogStorage):
+    """`SqliteEventLogStorage` with batched writes, for `event_log_storage` in dagster.yaml.
+
+    Opening it turns on Dagster's batching of asset events (`DAGSTER_EVENT_BATCH_SIZE`) in the process,
+    unless the environment already sets it (`0` turns batching off).
+    """
+
+    def __init__(self, base_dir: str | None = None, inst_data: ConfigurableClassData | None = None):
+        self._engines: dict[str, Engine] = {}
+        self._engines_lock = threading.Lock()
+        self._known_tables: set[str] = set()
+        self._inst_data = inst_data
+        # Without base_dir, the files go where Dagster's default storage keeps them for the instance this
+        # storage is registered with, so an existing instance keeps its history; the instance is known only then.
+        if base_dir is not None:
+            super().__init__(base_dir, inst_data=inst_data)
+        os.environ.setdefault(BATCH_SIZE_ENV, DEFAULT_BATCH_SIZE)
+
+    def register_instance(self, instance: Any) -> None:
+        if not hasattr(self, "_base_dir"):
+            super().__init__(os.path.join(instance.root_directory, "history", "runs", ""), inst_data=self._inst_data)
+        super().register_instance(instance)
+
+    @classmethod
+    def config_type(cls) -> Mapping[str, Field]:
+        return {"base_dir": Field(StringSource, is_required=False)}
+
+    @classmethod
+    def from_config_value(  # ty: ignore[invalid-method-override]
+        cls, inst_data: ConfigurableClassData | None, config_value: Mapping[str, Any]
+    ) -> "BatchingSqliteEventLogStorage":
+        return cls(base_dir=config_value.get("base_dir"), inst_data=inst_data)
+
+    def _engine(self, shard: str) -> Engine:
+        with self._engines_lock:
+            engine = self._engines.get(shard)
+            if engine is None:
+                if len(self._engines) >= MAX_CACHED_ENGINES:
+                    self._engines.pop(next(iter(self._engines))).dispose()
+                engine = create_engine(
+                    self.conn_string_for_shard(shard),
+                    poolclass=NullPool,
+                    connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS},
+                )
+                self._engines[shard] = engine
+            return engine
+
+    @contextmanager
+    def _connect(self, shard: str) -> Iterator[Connection]:
+        with self._db_lock:
+            check.str_param(shard, "shard")
+            engine = self._engine(shard)
+            if shard not in self._initialized_dbs:
+                self._initdb(engine)
+                self._initialized_dbs.add(shard)
+            with engine.connect() as conn:
+                with conn.begin():
+                    yield conn
+
+    def has_table(self, table_name: str) -> bool:
+        # Dagster asks this for every asset event; a table, once there, stays.
+        if table_name in self._known_tables:
+            return True
+        found = super().has_table(table_name)
+        if found:
+            self._known_tables.add(table_name)
+        return found
+
+    def store_event_batch(self, events: Sequence[EventLogEntry]) -> None:
+        check.sequence_param(events, "events", of_type=EventLogEntry)
+        if not events:
+            return
+        run_ids = {event.run_id for event in events}
+        if len(run_ids) != 1 or not all(
+            event.is_dagster_event and event.get_dagster_event().event_type in BATCH_WRITABLE_EVENTS
+            for event in events
+        ):
+            super().store_event_batch(events)
+            return
+
+        with self.run_connection(events[0].run_id) as conn:
+            conn.execute(self.prepare_insert_event_batch(events))
+
+        # The index shard mirrors each asset (check) event under its own id, as store_event does.
+        event_ids: list[int] = []
+        with self.index_transaction() as conn:
+            for event in events:
+                result = conn.execute(self.prepare_insert_event(event))
+                event_ids.append(check.not_none(result.inserted_primary_key)[0])
+            asset_events = [
+                (event, event_id) for event, event_id in zip(events, event_ids)
+                if event.dagster_event_type in ASSET_EVENTS
+            ]
+            if asset_events:
+                self._store_asset_event_tags(conn, [e for e, _ in asset_events], [i for _, i in asset_events])
+            # Each event overwrites its asset key row's columns for its kind (materialization, planned,
+            # observation), so the newest of each kind and key, applied in order, leaves the same row.
+            newest: dict[tuple[str, str], int] = {}
+            for position, (event, _) in enumerate(asset_events):
+                dagster_event = event.get_dagster_event()
+                newest[(check.not_none(dagster_event.asset_key).to_string(), dagster_event.event_type_value)] = position
+            for position in sorted(newest.values()):
+                self._store_asset_event(conn, *asset_events[position])
+
+        for event, event_id in zip(events, event_ids):
+            if event.dagster_event_type in ASSET_CHECK_EVENTS:
+                self.store_asset_check_event(event, event_id)

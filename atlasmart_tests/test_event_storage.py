@@ -1,0 +1,139 @@
+"""The shipped event log storage: the same records as Dagster's own SQLite storage, written a batch at a time.
+
+Each test runs the real daily job over the shipped raw evidence twice, on two on-disk instances that differ only
+in `event_log_storage`: Dagster's default and the repo's dagster.yaml. What the UI, sensors and staleness read
+from the event log must come out the same; the repo's storage must reach SQLite far fewer times.
+"""
+
+import re
+import shutil
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+
+from atlasmart_assets import event_storage
+from atlasmart_assets.definitions import defs
+from atlasmart_assets.lab import run_chain
+
+REPO_YAML = Path(__file__).resolve().parent.parent / "dagster.yaml"
+START, END = "2026-09-01", "2026-09-10"
+
+
+def _home(path: Path, shipped: bool) -> Path:
+    """A DAGSTER_HOME holding the repo's dagster.yaml, or the same without its `event_log_storage` block."""
+    path.mkdir()
+    text = REPO_YAML.read_text()
+    if not shipped:
+        text = re.sub(r"(?m)^event_log_storage:\n(^  .*\n)+", "", text)
+        assert not re.search(r"(?m)^event_log_storage:", text)
+    (path / "dagster.yaml").write_text(text)
+    return path
+
+
+@pytest.fixture
+def homes(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    yield _home(tmp_path / "stock-home", shipped=False), _home(tmp_path / "shipped-home", shipped=True)
+
+
+class Connections:
+    """Counts how often a storage opens a connection to one of its SQLite files."""
+
+    def __init__(self, storage: Any) -> None:
+        self.count = 0
+        inner = storage._connect
+
+        def counted(shard: str):  # type: ignore[no-untyped-def]
+            self.count += 1
+            return inner(shard)
+
+        storage._connect = counted
+
+
+def _asset_keys() -> list[dg.AssetKey]:
+    return sorted(defs.resolve_all_asset_keys(), key=lambda k: k.to_user_string())
+
+
+def _view(instance: dg.DagsterInstance, run_id: str) -> dict[str, Any]:
+    """What Dagster's readers take from the event log, with storage ids and timestamps left out."""
+    storage = instance.event_log_storage
+    view: dict[str, Any] = {}
+    records = storage.get_records_for_run(run_id, limit=100_000).records
+    view["run events"] = Counter(r.event_log_entry.dagster_event_type for r in records)
+    for key in _asset_keys():
+        name = key.to_user_string()
+        materializations = instance.fetch_materializations(key, limit=10_000).records
+        view[f"{name} materialized"] = sorted(instance.get_materialized_partitions(key))
+        view[f"{name} metadata"] = sorted(
+            (r.partition_key or "", sorted((k, repr(v)) for k, v in r.asset_materialization.metadata.items()
+                                           if not _varies(k)))
+            for r in materializations)
+        view[f"{name} newest first"] = [r.partition_key for r in materializations]
+        view[f"{name} indexed tags"] = sorted(sorted(t.items()) for t in storage.get_event_tags_for_asset(key))
+        view[f"{name} failed or in progress"] = {
+            partition: (attempt_run == run_id, storage_id) for partition, (attempt_run, storage_id) in
+            storage.get_latest_asset_partition_materialization_attempts_without_materializations(key).items()}
+        records_by_key = instance.get_asset_records([key])
+        view[f"{name} asset record"] = [
+            (r.asset_entry.last_run_id == run_id,
+             r.asset_entry.last_materialization_record and r.asset_entry.last_materialization_record.partition_key)
+            for r in records_by_key]
+    for check in defs.resolve_asset_graph().asset_check_keys:
+        history = storage.get_asset_check_execution_history(check, limit=10)
+        view[f"check {check.to_user_string()}"] = [(h.status.value, h.run_id == run_id) for h in history]
+    return view
+
+
+def _varies(key: str) -> bool:
+    """Metadata that differs between two runs of the same evidence: ids, paths, timings."""
+    return any(part in key for part in ("run", "path", "_s", "elapsed", "seconds", "publication", "notice", "at",
+                                        "lock", "wait", "id", "scratch", "chart", "version"))
+
+
+def _run_twice(env: Any, homes: tuple[Path, Path], raw_damage: Any = None) -> tuple[dict, dict, int, int, int]:
+    results = []
+    if raw_damage is not None:
+        raw_damage()
+    for home in homes:
+        shutil.rmtree(env.data_dir, ignore_errors=True)
+        with dg.DagsterInstance.from_config(str(home)) as instance:
+            connections = Connections(instance.event_log_storage)
+            result = run_chain(instance, START, END)
+            asset_events = sum(1 for r in instance.event_log_storage.get_records_for_run(
+                result.run_id, limit=100_000).records if r.event_log_entry.dagster_event_type in {
+                    dg.DagsterEventType.ASSET_MATERIALIZATION, dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED})
+            results.append((result.success, _view(instance, result.run_id), connections.count, asset_events))
+    (stock_ok, stock, stock_conns, stock_events), (ok, shipped, conns, events) = results
+    assert stock_ok == ok
+    return stock, shipped, stock_conns, conns, events
+
+
+def test_the_shipped_instance_stores_events_in_batches(tmp_path: Path) -> None:
+    with dg.DagsterInstance.from_config(str(_home(tmp_path / "home", shipped=True))) as instance:
+        assert isinstance(instance.event_log_storage, event_storage.BatchingSqliteEventLogStorage)
+        # Where Dagster's default storage keeps the files, so an existing instance keeps its history.
+        assert Path(instance.event_log_storage._base_dir) == tmp_path / "home" / "history" / "runs"
+
+
+def test_a_ranged_run_reads_back_as_with_dagsters_own_storage_in_a_fraction_of_the_writes(env, homes) -> None:
+    stock, shipped, stock_conns, conns, asset_events = _run_twice(env, homes)
+    assert shipped["fact/fct_order_lines materialized"] == [f"2026-09-{d:02d}" for d in range(1, 11)]
+    assert shipped == stock
+    # Dagster's own storage opens two connections per planned event and materialization (the run's shard, the
+    # index); this one two per batch of them. Every other event costs both the same.
+    assert asset_events == 2 * 4 * 10
+    assert stock_conns - conns >= 1.5 * asset_events, (conns, stock_conns, asset_events)
+
+
+def test_a_refused_run_marks_its_partitions_failed_as_dagsters_own_storage_does(env, homes) -> None:
+    """The planned events are written in one batch; a step that then fails leaves the same failed partitions."""
+    def damage() -> None:
+        path = env.raw_dir / "partition=2026-09-05.json"
+        path.write_text(path.read_text()[:-40])
+
+    stock, shipped, _, _, _ = _run_twice(env, homes, damage)
+    assert "2026-09-05" in shipped["raw/order_lines failed or in progress"], shipped
+    assert shipped == stock
