@@ -5,8 +5,10 @@ in `event_log_storage`: Dagster's default and the repo's dagster.yaml. What the 
 from the event log must come out the same; the repo's storage must reach SQLite far fewer times.
 """
 
+import os
 import re
 import shutil
+import sqlite3
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +20,7 @@ import pytest
 from atlasmart_assets import event_storage
 from atlasmart_assets.definitions import defs
 from atlasmart_assets.lab import run_chain
+from bench.event_storage import materializations
 
 REPO_YAML = Path(__file__).resolve().parent.parent / "dagster.yaml"
 START, END = "2026-09-01", "2026-09-10"
@@ -93,12 +96,15 @@ def _varies(key: str) -> bool:
                                         "lock", "wait", "id", "scratch", "chart", "version"))
 
 
-def _run_twice(env: Any, homes: tuple[Path, Path], raw_damage: Any = None) -> tuple[dict, dict, int, int, int]:
+def _run_twice(env: Any, homes: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch,
+               raw_damage: Any = None) -> tuple[dict, dict, int, int, int]:
     results = []
     if raw_damage is not None:
         raw_damage()
     for home in homes:
         shutil.rmtree(env.data_dir, ignore_errors=True)
+        # Dagster's default (no batching) for its own storage; the shipped storage turns batching on itself.
+        monkeypatch.delenv(event_storage.BATCH_SIZE_ENV, raising=False)
         with dg.DagsterInstance.from_config(str(home)) as instance:
             connections = Connections(instance.event_log_storage)
             result = run_chain(instance, START, END)
@@ -111,15 +117,36 @@ def _run_twice(env: Any, homes: tuple[Path, Path], raw_damage: Any = None) -> tu
     return stock, shipped, stock_conns, conns, events
 
 
-def test_the_shipped_instance_stores_events_in_batches(tmp_path: Path) -> None:
+def test_the_shipped_instance_stores_events_in_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(event_storage.BATCH_SIZE_ENV, raising=False)
     with dg.DagsterInstance.from_config(str(_home(tmp_path / "home", shipped=True))) as instance:
         assert isinstance(instance.event_log_storage, event_storage.BatchingSqliteEventLogStorage)
         # Where Dagster's default storage keeps the files, so an existing instance keeps its history.
         assert Path(instance.event_log_storage._base_dir) == tmp_path / "home" / "history" / "runs"
+        assert os.environ[event_storage.BATCH_SIZE_ENV] == event_storage.DEFAULT_BATCH_SIZE
 
 
-def test_a_ranged_run_reads_back_as_with_dagsters_own_storage_in_a_fraction_of_the_writes(env, homes) -> None:
-    stock, shipped, stock_conns, conns, asset_events = _run_twice(env, homes)
+def test_a_batch_the_index_refuses_is_stored_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Should the index fail after the run's file took the batch, the rest is mirrored event by event: had the
+    error reached Dagster, it would store the whole batch again, one event at a time, doubling it in the run's file."""
+    storage = event_storage.BatchingSqliteEventLogStorage(str(tmp_path / "runs"))
+    events = materializations(30, "run-1")
+
+    def locked(*_: Any) -> None:
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(storage, "_mirror_in_index", locked)
+    storage.store_event_batch(events)
+    assert len(storage.get_records_for_run("run-1", limit=100).records) == 30
+    key = dg.AssetKey(["fact", "fct_order_lines"])
+    assert sorted(storage.get_materialized_partitions(key)) == sorted(e.dagster_event.partition for e in events)
+    stored = storage.fetch_materializations(key, limit=100).records
+    assert len(stored) == 30
+    assert storage.get_asset_records([key])[0].asset_entry.last_materialization_record.partition_key == "2025-01-30"
+
+
+def test_a_ranged_run_reads_back_as_with_dagsters_own_storage_in_a_fraction_of_the_writes(env, homes, monkeypatch) -> None:
+    stock, shipped, stock_conns, conns, asset_events = _run_twice(env, homes, monkeypatch)
     assert shipped["fact/fct_order_lines materialized"] == [f"2026-09-{d:02d}" for d in range(1, 11)]
     assert shipped == stock
     # Dagster's own storage opens two connections per planned event and materialization (the run's shard, the
@@ -128,12 +155,12 @@ def test_a_ranged_run_reads_back_as_with_dagsters_own_storage_in_a_fraction_of_t
     assert stock_conns - conns >= 1.5 * asset_events, (conns, stock_conns, asset_events)
 
 
-def test_a_refused_run_marks_its_partitions_failed_as_dagsters_own_storage_does(env, homes) -> None:
+def test_a_refused_run_marks_its_partitions_failed_as_dagsters_own_storage_does(env, homes, monkeypatch) -> None:
     """The planned events are written in one batch; a step that then fails leaves the same failed partitions."""
     def damage() -> None:
         path = env.raw_dir / "partition=2026-09-05.json"
         path.write_text(path.read_text()[:-40])
 
-    stock, shipped, _, _, _ = _run_twice(env, homes, damage)
+    stock, shipped, _, _, _ = _run_twice(env, homes, monkeypatch, damage)
     assert "2026-09-05" in shipped["raw/order_lines failed or in progress"], shipped
     assert shipped == stock
