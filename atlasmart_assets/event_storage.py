@@ -125,41 +125,37 @@ class BatchingSqliteEventLogStorage(SqliteEventLogStorage):
         except Exception as exc:  # noqa: BLE001 - any storage error; the one-by-one path below raises its own
             sys.stderr.write(f"Storing a batch of {len(events)} events in the index failed ({exc}); "
                              "storing them one by one\n")
+            event_ids = []
             for event, row in zip(events, rows):
-                self._mirror_one(event, row)
-            return
+                with self.index_transaction() as conn:
+                    event_ids += self._index_rows(conn, [event], [row])
         for event, event_id in zip(events, event_ids):
             if event.dagster_event_type in ASSET_CHECK_EVENTS:
                 self.store_asset_check_event(event, event_id)
 
     def _mirror_in_index(self, events: Sequence[EventLogEntry], rows: Sequence[dict[str, Any]]) -> list[int]:
-        """The index's copy of each event, its tags and its asset key rows, in one transaction; the events' ids."""
-        event_ids: list[int] = []
+        """The index's copy of the batch in one transaction; the events' ids."""
         with self.index_transaction() as conn:
-            for row in rows:
-                result = conn.execute(SqlEventLogStorageTable.insert().values(**row))
-                event_ids.append(check.not_none(result.inserted_primary_key)[0])
-            asset_events = [(event, event_id) for event, event_id in zip(events, event_ids)
-                            if event.dagster_event_type in ASSET_EVENTS]
-            if asset_events:
-                self._store_asset_event_tags(conn, [e for e, _ in asset_events], [i for _, i in asset_events])
-            # Each event overwrites its asset key row's columns for its kind (materialization, planned,
-            # observation), so the newest of each kind and key, applied in order, leaves the same row.
-            newest: dict[tuple[str, str], int] = {}
-            for position, (event, _) in enumerate(asset_events):
-                dagster_event = event.get_dagster_event()
-                newest[(check.not_none(dagster_event.asset_key).to_string(), dagster_event.event_type_value)] = position
-            for position in sorted(newest.values()):
-                self._store_asset_event(conn, *asset_events[position])
-        return event_ids
+            return self._index_rows(conn, events, rows)
 
-    def _mirror_one(self, event: EventLogEntry, row: dict[str, Any]) -> None:
-        """What SqliteEventLogStorage.store_event writes to the index for one asset (check) event."""
-        with self.index_transaction() as conn:
+    def _index_rows(self, conn: Connection, events: Sequence[EventLogEntry],
+                    rows: Sequence[dict[str, Any]]) -> list[int]:
+        """What SqliteEventLogStorage.store_event writes to the index for these events: each event's copy, the
+        asset events' tags and their asset key rows; the events' ids."""
+        event_ids: list[int] = []
+        for row in rows:
             result = conn.execute(SqlEventLogStorageTable.insert().values(**row))
-            event_id = check.not_none(result.inserted_primary_key)[0]
-            if event.dagster_event_type in ASSET_EVENTS:
-                self._store_asset_event_tags(conn, [event], [event_id])
-                self._store_asset_event(conn, event, event_id)
-        if event.dagster_event_type in ASSET_CHECK_EVENTS:
-            self.store_asset_check_event(event, event_id)
+            event_ids.append(check.not_none(result.inserted_primary_key)[0])
+        asset_events = [(event, event_id) for event, event_id in zip(events, event_ids)
+                        if event.dagster_event_type in ASSET_EVENTS]
+        if asset_events:
+            self._store_asset_event_tags(conn, [e for e, _ in asset_events], [i for _, i in asset_events])
+        # Each event overwrites its asset key row's columns for its kind (materialization, planned,
+        # observation), so the newest of each kind and key, applied in order, leaves the same row.
+        newest: dict[tuple[str, str], int] = {}
+        for position, (event, _) in enumerate(asset_events):
+            dagster_event = event.get_dagster_event()
+            newest[(check.not_none(dagster_event.asset_key).to_string(), dagster_event.event_type_value)] = position
+        for position in sorted(newest.values()):
+            self._store_asset_event(conn, *asset_events[position])
+        return event_ids
