@@ -1,8 +1,9 @@
 """How much of the machine a backfill takes. Its scratch work (no warehouse hold in it) uses every core while no
-current-lane run is queued or running, and ATLASMART_BACKFILL_THREADS cores (default 1) while one is, so today's
-load keeps the others (re-decided while it works), always at a lower CPU priority (ATLASMART_BACKFILL_NICE); and it
-takes no new warehouse hold while a current-lane run is queued or running (up to ATLASMART_BACKFILL_GIVE_WAY_S per
-hold). Its holds run at full speed: today's load never waits on a slowed holder."""
+current-lane run is queued or running, and stands paused while one is (on Linux; up to ATLASMART_BACKFILL_GIVE_WAY_S
+at a time, then on ATLASMART_BACKFILL_THREADS cores, default 1; elsewhere on those cores throughout), always at a
+lower CPU priority (ATLASMART_BACKFILL_NICE); and it takes no new warehouse hold while a current-lane run is queued
+or running (up to ATLASMART_BACKFILL_GIVE_WAY_S per hold). Its holds run at full speed: today's load never waits on
+a slowed holder."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import Callable, Iterator, TypeVar
 
 import dagster as dg
 
+from atlasmart_assets import pausable
 from atlasmart_assets.contract import CURRENT_LANE, LANE_TAG
 
 ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
@@ -111,21 +113,26 @@ def can_pin() -> bool:
 
 @dataclass
 class CoreYield:
-    """What `yield_cores` did: how long the work ran on fewer cores, and how often it was asked to."""
+    """What `yield_cores` (or a paused scratch process) did: how long the work ran on fewer cores, how often it was
+    asked to, and how long it stood paused."""
 
     yielded_s: float = 0.0
     times: int = 0
+    paused_s: float = 0.0
 
 
-def _thread_ids() -> set[int]:
-    return {int(tid) for tid in os.listdir("/proc/self/task")}
+def _thread_ids(pid: int | str = "self") -> set[int]:
+    try:
+        return {int(tid) for tid in os.listdir(f"/proc/{pid}/task")}
+    except OSError:
+        return set()  # a process that has ended
 
 
-def _pin_all_threads(cpus: set[int]) -> set[int]:
-    """Every thread of this process to `cpus`; returns the threads listed. Threads started later inherit their
-    parent's set, so this is applied again at every watch: a thread started between two listings is caught at the
-    next."""
-    listed = _thread_ids()
+def _pin_all_threads(cpus: set[int], pid: int | str = "self") -> set[int]:
+    """Every thread of process `pid` (this one by default) to `cpus`; returns the threads listed. Threads started
+    later inherit their parent's set, so this is applied again at every watch: a thread started between two
+    listings is caught at the next."""
+    listed = _thread_ids(pid)
     for tid in listed:
         try:
             os.sched_setaffinity(tid, cpus)
@@ -189,17 +196,23 @@ def yield_cores(instance: dg.DagsterInstance | None, cores: int) -> Iterator[Cor
 
 @dataclass
 class Lowered:
-    """How a backfill runs its scratch work, which takes no warehouse hold: `nice` steps lower in CPU priority, and,
-    given the Dagster `instance`, on `cores` CPUs while a current-lane run is queued or running (`yield_cores`). The
-    warehouse holds run outside it, at the run's own priority and on every core, so today's load never waits on a
-    slowed holder. `yielded` adds up what `yield_cores` did across the calls."""
+    """How a backfill runs its scratch work, which takes no warehouse hold: `nice` steps lower in CPU priority and,
+    given the Dagster `instance`, out of today's way while a current-lane run is queued or running. On Linux, with
+    `max_pause_s` > 0, in a child process that stands paused meanwhile (`pausable`), up to `max_pause_s` at a time,
+    then keeps to `cores` CPUs; elsewhere in a thread kept to `cores` CPUs (`yield_cores`). The warehouse holds run
+    outside it, at the run's own priority and on every core, so today's load never waits on a slowed holder.
+    `yielded` adds up what was done across the calls."""
 
     nice: int = 0
     instance: dg.DagsterInstance | None = None
     cores: int = 1
+    max_pause_s: float = 0.0
     yielded: CoreYield = field(default_factory=CoreYield)
 
-    def run(self, work: Callable[[], T]) -> T:
+    def run(self, work: Callable[[], T], log: Callable[[str], None] | None = None) -> T:
+        """`work()` lowered. Lines it logs through `pausable.relayed(log)` reach `log`, from a child too."""
+        if self.instance is not None and self.max_pause_s > 0 and pausable.AVAILABLE:
+            return self._run_paused(work, log)
         done = CoreYield()
         try:
             with yield_cores(self.instance, self.cores) as done:
@@ -208,7 +221,32 @@ class Lowered:
             self.yielded.yielded_s += done.yielded_s
             self.yielded.times += done.times
 
+    def _run_paused(self, work: Callable[[], T], log: Callable[[str], None] | None) -> T:
+        instance = self.instance
+        assert instance is not None
+        allowed = set(os.sched_getaffinity(0)) if can_pin() else set()
+        kept = set(sorted(allowed)[-self.cores:])
+
+        def pin(pid: int, yielding: bool) -> None:
+            if len(allowed) > self.cores:
+                _pin_all_threads(kept if yielding else allowed, pid)
+
+        pauses = pausable.Pauses()
+        try:
+            return pausable.run(work, lambda: current_lane_active(instance, RUNNING), nice=self.nice,
+                                max_pause_s=self.max_pause_s, log=log, on_yield=pin, pauses=pauses)
+        finally:
+            self.yielded.paused_s += pauses.paused_s
+            self.yielded.times += pauses.times
+            self.yielded.yielded_s += pauses.yielded_s
+
 
 def yielded_s(lowered: Lowered | None) -> float:
     """How long a step's scratch work ran on fewer cores (0 for today's load), for its run-wide figures."""
     return round(lowered.yielded.yielded_s, 3) if lowered else 0.0
+
+
+def paused_s(lowered: Lowered | None) -> float:
+    """How long a step's scratch work stood paused for today's load (0 for today's load), for its run-wide
+    figures."""
+    return round(lowered.yielded.paused_s, 3) if lowered else 0.0

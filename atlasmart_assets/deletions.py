@@ -22,6 +22,10 @@ class RequestError(Exception):
         super().__init__(f"deletion request {path}: {problem}")
         self.path, self.problem = path, problem
 
+    def __reduce__(self) -> tuple[type, tuple[Path, str], dict]:
+        # Raised in a backfill's scratch process and rebuilt in the step's (pausable.py).
+        return type(self), (self.path, self.problem), self.__dict__
+
 
 @dataclass(frozen=True)
 class DeletionRequest:

@@ -26,6 +26,10 @@ class DimensionError(Exception):
         super().__init__(f"dimension batch {path}: {problem}")
         self.path, self.problem = path, problem
 
+    def __reduce__(self) -> tuple[type, tuple[Path, str], dict]:
+        # Raised in a backfill's scratch process and rebuilt in the step's (pausable.py).
+        return type(self), (self.path, self.problem), self.__dict__
+
 
 @dataclass(frozen=True)
 class DimensionBatch:

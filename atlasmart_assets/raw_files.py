@@ -28,6 +28,10 @@ class RawInputError(Exception):
         super().__init__(f"raw partition {partition} ({path}): {problem}")
         self.path, self.partition, self.problem = path, partition, problem
 
+    def __reduce__(self) -> tuple[type, tuple[Path, str, str], dict]:
+        # Raised in a backfill's scratch process and rebuilt in the step's (pausable.py).
+        return type(self), (self.path, self.partition, self.problem), self.__dict__
+
 
 @dataclass(frozen=True)
 class RawFile:

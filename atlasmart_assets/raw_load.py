@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from atlasmart_assets import capacity, raw_files
+from atlasmart_assets import capacity, pausable, raw_files
 from atlasmart_assets.audits import Audit
 from atlasmart_assets.contract import RAW_ORDER_LINES
 from atlasmart_assets.progress import Progress
@@ -104,12 +104,12 @@ def load(wh: Warehouse, scope: RunScope, threads: int | None = None,
     A backfill's parse and profile run `lowered` (lower CPU priority, fewer cores beside today's load; the appends,
     which hold the warehouse, do not), and its `give_way` is called before each chunk's hold: it waits while
     today's load runs."""
-    progress = Progress(log, f"raw {scope.window}", PHASES)
+    progress = Progress(pausable.relayed(log), f"raw {scope.window}", PHASES)
     stats = LockStats()
     run_id = scope.run.run_id
     try:
         files, figures, findings = (lowered or capacity.Lowered()).run(
-            lambda: _parse_and_profile(wh, scope, threads, progress))
+            lambda: _parse_and_profile(wh, scope, threads, progress), log=log)
     except raw_files.RawInputError as exc:
         progress.end("parse", f"refused by {FILE_READABLE}: {exc.path}; nothing appended")
         finding = Finding(FILE_READABLE, exc.partition, exc.path, exc.problem)

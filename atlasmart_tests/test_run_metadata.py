@@ -14,7 +14,7 @@ import dagster as dg
 import duckdb
 import pytest
 
-from atlasmart_assets import capacity, generate
+from atlasmart_assets import capacity, generate, pausable
 from atlasmart_assets.assets.common import controls_md
 from atlasmart_assets.assets.correction import MAX_CHART_BYTES
 from atlasmart_assets.contract import CURRENT_LANE_TAGS
@@ -26,7 +26,8 @@ HISTORY = ("2026-09-01", "2026-09-19")
 
 # What is the run's, not a day's: written once per asset, on the newest day's event.
 RUN_WIDE = {"window", "publication_id", "change_notice", "change_chart", "code_version", "backfill_id",
-            "changed_partitions", "lock_hold_max_s", "lock_hold_total_s", "cpu_niceness", "cores_yielded_s"}
+            "changed_partitions", "lock_hold_max_s", "lock_hold_total_s", "cpu_niceness", "cores_yielded_s",
+            "scratch_paused_s"}
 
 
 def test_each_partition_carries_its_own_figures_and_no_event_is_large(env, instance) -> None:
@@ -150,6 +151,13 @@ def test_a_long_backfill_gives_way_before_each_warehouse_hold(env, instance, mon
     assert [m.split("chunk ")[1][:3] for m in appended] == ["1/4", "2/4", "3/4", "4/4"], appended
     assert [m.split("chunk ")[1][:3] for m in written] == ["1/4", "2/4", "3/4", "4/4"], written
     assert "(2026-09-01..2026-09-05)" in written[0] and all("to go" in m for m in written), written
+    # The parse ran in the paused child process: its progress line still reached the run's log.
+    assert any("[1/3] parse:" in m for m in logs), logs
+    if pausable.AVAILABLE:
+        for key in (["raw", "order_lines"], ["fact", "fct_order_lines"]):
+            [record] = [r for r in instance.fetch_materializations(dg.AssetKey(key), limit=100).records
+                        if r.partition_key == HISTORY[1]]
+            assert record.asset_materialization.metadata["scratch_paused_s"].value >= 0.2, key
     if MAY_YIELD_CORES:
         for key in (["raw", "order_lines"], ["fact", "fct_order_lines"]):
             [record] = [r for r in instance.fetch_materializations(dg.AssetKey(key), limit=100).records

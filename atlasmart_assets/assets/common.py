@@ -111,5 +111,6 @@ def step_capacity(context: dg.AssetExecutionContext, warehouse: Warehouse, scope
                      f"{threads or 'all cores'}, CPU niceness of the scratch work {niceness}")
     return StepCapacity(
         threads, niceness,
-        capacity.Lowered(lowered_by, context.instance, cfg.backfill_threads) if backfill else None,
+        capacity.Lowered(lowered_by, context.instance, cfg.backfill_threads, cfg.backfill_give_way_s) if backfill
+        else None,
         capacity.give_way(context.instance, cfg.backfill_give_way_s) if backfill else None)

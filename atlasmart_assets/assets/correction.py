@@ -135,7 +135,8 @@ def correction_asset(context: dg.AssetExecutionContext,
     common = {"window": str(scope.window), "publication_id": pub.publication_id, "code_version": CODE_VERSION,
               "backfill_id": scope.run.backfill_id or "", "changed_partitions": len(pub.changed),
               "publish_lock_hold_s": round(pub.lock_hold_s, 3), "cpu_niceness": cap.niceness,
-              "cores_yielded_s": capacity.yielded_s(cap.lowered), **outcome.stats.figures()}
+              "cores_yielded_s": capacity.yielded_s(cap.lowered),
+              "scratch_paused_s": capacity.paused_s(cap.lowered), **outcome.stats.figures()}
     for key in (STAGED_ORDER_LINES, FCT_ORDER_LINES):
         context.add_asset_metadata(common, asset_key=list(key), partition_key=newest)
     chart_entry = {"change_chart": dg.MetadataValue.md(image)} if image else {}

@@ -88,6 +88,7 @@ def raw_order_lines(context: dg.AssetExecutionContext,
         "code_version": CODE_VERSION,
         "cpu_niceness": cap.niceness,
         "cores_yielded_s": capacity.yielded_s(cap.lowered),
+        "scratch_paused_s": capacity.paused_s(cap.lowered),
         **loaded.stats.figures(),
     }, partition_key=max(scope.window.keys))
     yield dg.MaterializeResult()
