@@ -3,11 +3,14 @@ manifests and first-seen fingerprints, and append what is not loaded yet (raw is
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
+
+import duckdb
 
 from atlasmart_assets import capacity, pausable, raw_files
 from atlasmart_assets.audits import Audit
@@ -17,7 +20,7 @@ from atlasmart_assets.raw_files import Finding, RawFile
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunScope
 from atlasmart_assets.warehouse import ledger
-from atlasmart_assets.warehouse.connection import LockStats, attach, hand_over, transaction
+from atlasmart_assets.warehouse.connection import LockStats, attach, hand_over, preemptible_hold, transaction
 
 FILE_READABLE = "raw_order_lines_file_readable"
 REQUIRED_FIELDS = "raw_order_lines_required_fields_present"
@@ -135,7 +138,7 @@ def load(wh: Warehouse, scope: RunScope, threads: int | None = None,
         if start:
             hand_over(wh.settings.warehouse_path)
         chunk = set(days[start:start + step])
-        _append(wh, run_id, [f for f in to_load if f.partition in chunk], stats)
+        _append(wh, run_id, [f for f in to_load if f.partition in chunk], stats, give_way)
         if long_write:
             k = start // step + 1
             progress.part("append", k / chunks, f"chunk {k}/{chunks} ({min(chunk)}..{max(chunk)}) appended")
@@ -143,24 +146,37 @@ def load(wh: Warehouse, scope: RunScope, threads: int | None = None,
     return RawLoad(audits, files, figures, sorted({f.partition for f in to_load}), stats)
 
 
-def _append(wh: Warehouse, run_id: str, to_load: list[RawFile], stats: LockStats) -> None:
-    """Append these batches' lines from the run's scratch, and record them as loaded, in one transaction."""
-    with wh.writer(stats) as wcon:
-        attach(wcon, wh.scratch_path(run_id), "s")
-        wcon.execute("create or replace temp table loading (partition_date date, extraction_batch varchar)")
-        wcon.executemany("insert into loading values (?, ?)",
-                         [(dt.date.fromisoformat(f.partition), f.batch_id) for f in to_load])
-        with transaction(wcon):
-            wcon.execute("delete from raw.order_lines r using loading l where r.partition_date = l.partition_date "
-                         "and r.extraction_batch = l.extraction_batch")
-            wcon.execute(
-                "insert into raw.order_lines (partition_date, line_id, order_id, customer_id, sku, quantity, "
-                "unit_price, unit_cost, event_time, source_sequence, extraction_batch, op) "
-                "select c.partition_date, line_id, order_id, customer_id, sku, quantity, unit_price, unit_cost, "
-                "event_time, source_sequence, c.extraction_batch, op from s.candidate.raw_lines c "
-                "semi join loading l on c.partition_date = l.partition_date "
-                "and c.extraction_batch = l.extraction_batch")
-            ledger.record_batches(wcon, [_batch_row(f, run_id) for f in to_load])
+def _append(wh: Warehouse, run_id: str, to_load: list[RawFile], stats: LockStats,
+            give_way: Callable[[], float] | None = None) -> None:
+    """Append these batches' lines from the run's scratch, and record them as loaded, in one transaction. A
+    backfill's (it has a `give_way`) is given up to a process that announces it waits on the lock, and started
+    again once today's load has run."""
+    @contextlib.contextmanager
+    def hold() -> Iterator[duckdb.DuckDBPyConnection]:
+        with wh.writer(stats) as wcon:
+            attach(wcon, wh.scratch_path(run_id), "s")
+            wcon.execute("create or replace temp table loading (partition_date date, extraction_batch varchar)")
+            wcon.executemany("insert into loading values (?, ?)",
+                             [(dt.date.fromisoformat(f.partition), f.batch_id) for f in to_load])
+            yield wcon
+
+    def append(wcon: duckdb.DuckDBPyConnection) -> None:
+        wcon.execute("delete from raw.order_lines r using loading l where r.partition_date = l.partition_date "
+                     "and r.extraction_batch = l.extraction_batch")
+        wcon.execute(
+            "insert into raw.order_lines (partition_date, line_id, order_id, customer_id, sku, quantity, "
+            "unit_price, unit_cost, event_time, source_sequence, extraction_batch, op) "
+            "select c.partition_date, line_id, order_id, customer_id, sku, quantity, unit_price, unit_cost, "
+            "event_time, source_sequence, c.extraction_batch, op from s.candidate.raw_lines c "
+            "semi join loading l on c.partition_date = l.partition_date "
+            "and c.extraction_batch = l.extraction_batch")
+        ledger.record_batches(wcon, [_batch_row(f, run_id) for f in to_load])
+
+    if give_way is not None:
+        preemptible_hold(hold, wh.settings.warehouse_path, append, stats, give_way)
+        return
+    with hold() as wcon, transaction(wcon):
+        append(wcon)
 
 
 def _batch_row(f: RawFile, run_id: str) -> dict[str, Any]:

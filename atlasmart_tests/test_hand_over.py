@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -18,10 +19,14 @@ from atlasmart_assets.warehouse.connection import (
     ANNOUNCEMENT_FRESH_S,
     ANNOUNCEMENT_GONE_S,
     HANDOVER_MAX_S,
+    PREEMPT_MAX,
+    PREEMPT_POLL_S,
+    LockStats,
     announced_waiters,
     hand_over,
     is_lock_conflict,
     open_file,
+    preemptible_hold,
     waiters_dir,
 )
 
@@ -114,3 +119,80 @@ def test_a_waiter_that_cannot_announce_still_gets_the_lock(warehouse: Path) -> N
             assert con.execute("select count(*) from t").fetchone() == (1,)
     finally:
         assert holder.wait(timeout=120) == 0
+
+
+STAMPED_WAITER = """
+import sys, time
+from pathlib import Path
+from atlasmart_assets.warehouse.connection import open_file
+with open_file(Path(sys.argv[1]), read_only=True, config={}, timeout_s=120) as con:
+    print(time.time(), flush=True)
+    con.execute("select 1").fetchall()
+"""
+
+
+def test_a_backfills_chunk_gives_the_lock_up_to_a_waiter_and_starts_again(warehouse: Path) -> None:
+    """A waiter that announces itself while a backfill's chunk runs gets the lock before the chunk ends: the chunk's
+    statement is interrupted, its transaction rolled back (none of its rows stay), and the chunk runs again."""
+    stats = LockStats()
+    seen: dict[str, object] = {"attempts": 0, "interrupted": False}
+    waiter: list[subprocess.Popen] = []
+
+    def chunk(con: duckdb.DuckDBPyConnection) -> None:
+        seen["attempts"] = int(seen["attempts"]) + 1
+        rows = 400_000_000 if seen["attempts"] == 1 else 1_000
+        con.execute("create table if not exists t2 (x bigint)")
+        if seen["attempts"] == 1:
+            waiter.append(subprocess.Popen([sys.executable, "-c", STAMPED_WAITER, str(warehouse)],
+                                           stdout=subprocess.PIPE, text=True))
+        try:
+            con.execute(f"insert into t2 select range from range({rows})")
+        except duckdb.InterruptException:
+            seen["interrupted"] = True
+            raise
+
+    try:
+        preemptible_hold(lambda: open_file(warehouse, read_only=False, config={}, timeout_s=120), warehouse, chunk,
+                         stats)
+        done = time.time()
+    finally:
+        for proc in waiter:
+            out, _ = proc.communicate(timeout=120)
+    assert waiter and waiter[0].returncode == 0
+    assert seen["interrupted"] and seen["attempts"] == 2 and stats.preempted == 1, (seen, stats)
+    assert float(out.split()[0]) < done, "the waiter had the lock before the chunk was done"
+    with open_file(warehouse, read_only=True, config={}, timeout_s=10) as con:
+        assert con.execute("select count(*) from t2").fetchone() == (1_000,), "only the last attempt's rows"
+
+
+def test_a_chunk_is_given_up_a_bounded_number_of_times(warehouse: Path) -> None:
+    """Waiters that keep coming (here an announcement kept fresh) hold a chunk up PREEMPT_MAX times, then it is held
+    to its end; the hold given up after its last statement is rolled back too, never committed twice."""
+    waiters_dir(warehouse).mkdir()
+    marker = waiters_dir(warehouse) / f"{os.getpid()}-1"
+    stop = threading.Event()
+
+    def keep_fresh() -> None:
+        while not stop.is_set():
+            marker.touch()
+            stop.wait(0.2)
+
+    keeper = threading.Thread(target=keep_fresh)
+    keeper.start()
+    stats = LockStats()
+
+    def chunk(con: duckdb.DuckDBPyConnection) -> None:
+        con.execute("create table if not exists t3 (x bigint)")
+        con.execute("insert into t3 select range from range(10)")
+        time.sleep(4 * PREEMPT_POLL_S)  # the statements are done; the watch fires before the commit
+
+    try:
+        preemptible_hold(lambda: open_file(warehouse, read_only=False, config={}, timeout_s=10), warehouse, chunk,
+                         stats)
+    finally:
+        stop.set()
+        keeper.join()
+        marker.unlink()
+    assert stats.preempted == PREEMPT_MAX
+    with open_file(warehouse, read_only=True, config={}, timeout_s=10) as con:
+        assert con.execute("select count(*) from t3").fetchone() == (10,)

@@ -165,6 +165,58 @@ def test_a_long_backfill_gives_way_before_each_warehouse_hold(env, instance, mon
             assert record.asset_materialization.metadata["cores_yielded_s"].value > 0, key
 
 
+def test_a_long_backfill_gives_its_chunks_up_to_processes_waiting_on_the_warehouse(env, instance,
+                                                                                monkeypatch) -> None:
+    """19 days in chunks of 5, with a process announcing that it waits on the warehouse throughout: every chunk of
+    the raw append and of the rows written ahead is given up PREEMPT_MAX times (its transaction rolled back), then
+    held to its end; the backfill publishes the same rows as without waiters, raw loaded once."""
+    from atlasmart_assets.warehouse import connection
+
+    monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "5")
+    monkeypatch.setattr(connection, "HANDOVER_MAX_S", 0.05)  # the announcer never takes the lock
+    path = env.warehouse_path
+    connection.waiters_dir(path).mkdir(parents=True)
+    marker = connection.waiters_dir(path) / "999999-1"
+    stop = threading.Event()
+
+    def keep_fresh() -> None:
+        while not stop.is_set():
+            marker.touch()
+            stop.wait(0.2)
+
+    keeper = threading.Thread(target=keep_fresh)
+    keeper.start()
+    try:
+        result = run_chain(instance, *HISTORY, {"dagster/backfill": "bf-preempted"})
+    finally:
+        stop.set()
+        keeper.join()
+        marker.unlink()
+    assert result.success
+    given_up = {}
+    for key in (["raw", "order_lines"], ["fact", "fct_order_lines"]):
+        [record] = [r for r in instance.fetch_materializations(dg.AssetKey(key), limit=100).records
+                    if r.partition_key == HISTORY[1]]
+        given_up[key[0]] = record.asset_materialization.metadata["holds_given_up"].value
+    assert given_up == {"raw": 4 * connection.PREEMPT_MAX, "fact": 4 * connection.PREEMPT_MAX}, given_up
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        assert con.execute("select (select count(*) from raw.order_lines) = (select sum(records) from raw.batches)"
+                           ).fetchone() == (True,), "each batch's lines appended once"
+        published = con.execute("select count(*) from staged.order_lines").fetchone()
+    finally:
+        con.close()
+    again = run_chain(instance, *HISTORY, {"dagster/backfill": "bf-unhindered"})
+    assert again.success
+    [record] = [r for r in instance.fetch_materializations(dg.AssetKey(["mart", "revenue_daily"]), limit=100).records
+                if r.run_id == again.run_id and r.partition_key == HISTORY[1]]
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        assert con.execute("select count(*) from staged.order_lines").fetchone() == published
+    finally:
+        con.close()
+
+
 def test_a_backfill_of_one_chunk_does_not_wait(env, instance, monkeypatch) -> None:
     """19 days within one chunk (31): one raw append and one publish hold, short ones, like today's: no give-way."""
     monkeypatch.setenv("ATLASMART_BACKFILL_GIVE_WAY_S", "5")

@@ -24,6 +24,7 @@ class LockStats:
     waits: list[float] = field(default_factory=list)
     holds: list[float] = field(default_factory=list)
     gave_way: list[float] = field(default_factory=list)
+    preempted: int = 0
 
     def figures(self) -> dict[str, float]:
         return {
@@ -32,6 +33,7 @@ class LockStats:
             "lock_hold_max_s": round(max(self.holds, default=0.0), 3),
             "lock_hold_total_s": round(sum(self.holds), 3),
             "gave_way_total_s": round(sum(self.gave_way), 3),
+            "holds_given_up": self.preempted,
         }
 
 
@@ -156,3 +158,85 @@ def attach_waiting(con: duckdb.DuckDBPyConnection, path: Path, alias: str, timeo
     waiting_on_lock(lambda: attach(con, path, alias, read_only=True), timeout_s, path)
     if stats is not None:
         stats.waits.append(time.monotonic() - started)
+
+
+# How often a preemptible hold looks for announced waiters, and how often one chunk's hold is given up at most.
+PREEMPT_POLL_S = 0.05
+PREEMPT_MAX = 3
+
+
+class Preempted(Exception):
+    """A hold given up for a process that announced it waits on the lock; its transaction was rolled back."""
+
+
+class Preemption:
+    """While active, interrupts `con`'s statements as soon as a process announces it waits on `path`. Leaving it
+    (before the commit) ends the watch: a commit is never interrupted. If it fired, leaving raises Preempted, so the
+    transaction rolls back even if the last statement had finished."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path, enabled: bool = True) -> None:
+        self._con, self._path, self._enabled = con, path, enabled
+        self._lock = threading.Lock()
+        self._active = True
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.fired = False
+
+    def _watch(self) -> None:
+        while not self._stop.wait(PREEMPT_POLL_S):
+            if announced_waiters(self._path):
+                with self._lock:
+                    if self._active:
+                        self.fired = True
+                        self._con.interrupt()
+                return
+
+    def __enter__(self) -> Preemption:
+        if self._enabled and announced_waiters(self._path):
+            self.fired = True  # a waiter already there (hand_over timed out on it, or it just came): it goes first
+            raise Preempted(f"gave up the hold of {self._path} to a waiting process")
+        if self._enabled:
+            self._thread = threading.Thread(target=self._watch, name="atlasmart-preemption", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
+        with self._lock:
+            self._active = False
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self.fired and exc_type is None:
+            raise Preempted(f"gave up the hold of {self._path} to a waiting process")
+        return False
+
+
+def preemptible_hold(open_hold: Callable[[], contextlib.AbstractContextManager[duckdb.DuckDBPyConnection]],
+                     path: Path, body: Callable[[duckdb.DuckDBPyConnection], None],
+                     stats: LockStats | None = None, give_way: Callable[[], float] | None = None) -> None:
+    """One chunk of a backfill's long write: `body(con)` in one transaction on a hold from `open_hold()`. If a
+    process announces it waits on `path` while the body runs, the statements are interrupted, the transaction rolls
+    back, the lock goes to the waiters (hand_over; first `give_way`, which waits while today's load runs) and the
+    chunk starts again, up to PREEMPT_MAX times; then it is held to the end. Today's load waits on a backfill's
+    chunk for a poll and a rollback, not for the chunk."""
+    for attempt in range(PREEMPT_MAX + 1):
+        guard: Preemption | None = None
+        try:
+            with open_hold() as con:
+                with transaction(con):
+                    guard = Preemption(con, path, enabled=attempt < PREEMPT_MAX)
+                    with guard:
+                        body(con)
+            return
+        except Exception:
+            # Once it fired, whatever the interrupted statement raised is the interruption; an error of the
+            # chunk's own comes back on the next try, the last of which is never interrupted.
+            if guard is None or not guard.fired:
+                raise
+        if stats is not None:
+            stats.preempted += 1
+        if give_way is not None:
+            waited = give_way()
+            if stats is not None:
+                stats.gave_way.append(waited)
+        hand_over(path)

@@ -4,10 +4,11 @@ the symlink swap."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import duckdb
 
@@ -16,7 +17,7 @@ from atlasmart_assets.failpoints import failpoint
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunInfo
 from atlasmart_assets.warehouse import ledger
-from atlasmart_assets.warehouse.connection import LockStats, attach, hand_over, transaction
+from atlasmart_assets.warehouse.connection import LockStats, attach, hand_over, preemptible_hold, transaction
 from atlasmart_assets.warehouse.ledger import Current, DayCandidate, Publication
 from atlasmart_assets.window import Window
 
@@ -65,6 +66,18 @@ def _next_hold(wh: Warehouse, give_way: GiveWay | None, stats: LockStats | None,
         hand_over(wh.settings.warehouse_path)
 
 
+def _hold(wh: Warehouse, give_way: GiveWay | None, stats: LockStats | None,
+          open_hold: Callable[[], contextlib.AbstractContextManager[duckdb.DuckDBPyConnection]],
+          body: Callable[[duckdb.DuckDBPyConnection], None]) -> None:
+    """One chunk's hold of a long write, in one transaction: a backfill's (it has a `give_way`) is given up to a
+    process that announces it waits on the lock, and started again (`preemptible_hold`)."""
+    if give_way is not None:
+        preemptible_hold(open_hold, wh.settings.warehouse_path, body, stats, give_way)
+        return
+    with open_hold() as con, transaction(con):
+        body(con)
+
+
 def _write_ahead(wh: Warehouse, scratch: Path, parts: list[Window], pub_id: str, run_id: str,
                  expected: dict[str, Current] | None, stats: LockStats | None, give_way: GiveWay | None,
                  on_chunk: OnChunk | None) -> None:
@@ -74,22 +87,31 @@ def _write_ahead(wh: Warehouse, scratch: Path, parts: list[Window], pub_id: str,
     abandoned, nothing more is written."""
     window = Window(parts[0].start, parts[-1].end)
     version = 0
-    for n, part in enumerate(parts):
-        _next_hold(wh, give_way, stats, first=n == 0)
+
+    @contextlib.contextmanager
+    def with_scratch() -> Iterator[duckdb.DuckDBPyConnection]:
         with wh.writer(stats) as con:
             attach(con, scratch, "s")
-            with transaction(con):
-                if n == 0:
-                    con.execute("insert into audit.pending_versions (publication_id, run_id, window_start, "
-                                "window_end) values ($p, $r, $start, $end)",
-                                {"p": pub_id, "r": run_id, **window.params})
-                    version = ledger.number_version(con, pub_id)
-                else:
-                    _refuse_if_abandoned(con, pub_id)
-                if expected is not None:
-                    _refuse_if_moved(ledger.current(con, part), expected, part.keys)
-                for layer in ledger.VERSIONED:
-                    ledger.write_version(con, layer, pub_id, version, f"s.{layer.candidate}", part)
+            yield con
+
+    for n, part in enumerate(parts):
+        _next_hold(wh, give_way, stats, first=n == 0)
+
+        def chunk(con: duckdb.DuckDBPyConnection, n: int = n, part: Window = part) -> None:
+            nonlocal version
+            if n == 0:
+                con.execute("insert into audit.pending_versions (publication_id, run_id, window_start, "
+                            "window_end) values ($p, $r, $start, $end)",
+                            {"p": pub_id, "r": run_id, **window.params})
+                version = ledger.number_version(con, pub_id)
+            else:
+                _refuse_if_abandoned(con, pub_id)
+            if expected is not None:
+                _refuse_if_moved(ledger.current(con, part), expected, part.keys)
+            for layer in ledger.VERSIONED:
+                ledger.write_version(con, layer, pub_id, version, f"s.{layer.candidate}", part)
+
+        _hold(wh, give_way, stats, with_scratch, chunk)
         if on_chunk is not None:
             on_chunk(n + 1, len(parts), part)
 
@@ -99,8 +121,8 @@ def _prune(wh: Warehouse, parts: list[Window], stats: LockStats | None, give_way
     superseded versions, which no reader of the published tables sees."""
     for part in parts:
         _next_hold(wh, give_way, stats)
-        with wh.writer(stats) as con, transaction(con):
-            ledger.prune_versions(con, wh.settings.retain_versions, part)
+        _hold(wh, give_way, stats, lambda: wh.writer(stats),
+              lambda con, part=part: ledger.prune_versions(con, wh.settings.retain_versions, part))
 
 
 def _drop(wh: Warehouse, pending: ledger.Pending, stats: LockStats | None) -> None:
