@@ -22,6 +22,8 @@ T = TypeVar("T")
 
 AVAILABLE = sys.platform.startswith("linux") and hasattr(os, "fork")
 PR_SET_PDEATHSIG = 1
+# How long a forked child may take to say it is ready (set to die with its parent).
+READY_S = 60.0
 # Set in the child: what `relayed` sends its lines through.
 _TO_PARENT: Connection | None = None
 
@@ -79,6 +81,7 @@ def _child(work: Callable[[], T], out: Connection, parent: int, nice: int) -> No
         if nice > 0:
             os.setpriority(os.PRIO_PROCESS, 0, min(os.getpriority(os.PRIO_PROCESS, 0) + nice, 19))
         _TO_PARENT = out
+        out.send(("ready", None))  # from here on it dies with the parent: it may be paused
         try:
             answer: tuple[str, object] = ("ok", work())
         except BaseException as exc:  # noqa: BLE001 - carried to the parent, raised there
@@ -128,7 +131,36 @@ def run(work: Callable[[], T], busy: Callable[[], bool], *, nice: int = 0, max_p
             if on_yield is not None:
                 on_yield(pid, False)
 
+    def receive() -> tuple[object] | None:
+        """One message: a log line is logged (None), an answer returned in a 1-tuple, an error raised."""
+        nonlocal reaped, answered
+        try:
+            kind, value = reader.recv()
+        except EOFError:
+            if not reaped:
+                _, status = os.waitpid(pid, 0)
+                reaped = True
+                raise ChildDied(f"the backfill's scratch process ended without an answer ({_status(status)})")
+            raise ChildDied("the backfill's scratch process ended without an answer")
+        if kind == "log":
+            if log is not None:
+                log(str(value))
+            return None
+        answered = True
+        if kind == "err":
+            raise value  # type: ignore[misc]
+        return (value,)
+
     try:
+        # Not paused before it is set to die with the parent: a stopped orphan would never end.
+        if not reader.poll(READY_S):
+            raise ChildDied(f"the backfill's scratch process did not start within {READY_S:.0f} s")
+        try:
+            reader.recv()  # ("ready", None)
+        except EOFError:
+            _, status = os.waitpid(pid, 0)
+            reaped = True
+            raise ChildDied(f"the backfill's scratch process ended before it started ({_status(status)})") from None
         while True:
             try:
                 now_busy = busy()
@@ -152,20 +184,19 @@ def run(work: Callable[[], T], busy: Callable[[], bool], *, nice: int = 0, max_p
                 on_yield(pid, True)
             if reader.poll(watch_s):
                 resume()  # a message half written by a paused child would never end
-                try:
-                    kind, value = reader.recv()
-                except EOFError:
-                    _, status = os.waitpid(pid, 0)
-                    reaped = True
-                    raise ChildDied(f"the backfill's scratch process ended without an answer ({_status(status)})")
-                if kind == "log":
-                    if log is not None:
-                        log(str(value))
-                    continue
-                answered = True
-                if kind == "err":
-                    raise value  # type: ignore[misc]
-                return value  # type: ignore[return-value]
+                answer = receive()
+                if answer is not None:
+                    return answer[0]  # type: ignore[return-value]
+                continue
+            # Ended without an answer, and its pipe still open (a process forked meanwhile holds its end)?
+            ended, status = os.waitpid(pid, os.WNOHANG)
+            if ended:
+                reaped, paused_since = True, None
+                while reader.poll(0):  # what it sent before it ended
+                    answer = receive()
+                    if answer is not None:
+                        return answer[0]  # type: ignore[return-value]
+                raise ChildDied(f"the backfill's scratch process ended without an answer ({_status(status)})")
     finally:
         reader.close()
         unyield()

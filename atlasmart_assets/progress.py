@@ -13,8 +13,12 @@ class Progress:
         self._what = what
         self._weights = dict(phases)
         self._order = [name for name, _ in phases]
-        self._done = 0.0
+        self._finished: set[str] = set()
         self._started = time.monotonic()
+
+    @property
+    def _done(self) -> float:
+        return sum(self._weights.get(name, 0.0) for name in self._finished)
 
     def _line(self, phase: str, detail: str, share: float, estimate: bool = True) -> None:
         elapsed = time.monotonic() - self._started
@@ -32,8 +36,13 @@ class Progress:
 
     def done(self, phase: str, detail: str) -> None:
         """The phase finished."""
-        self._done += self._weights.get(phase, 0.0)
+        self._finished.add(phase)
         self._line(phase, detail, self._done)
+
+    def finished(self, *phases: str) -> None:
+        """These phases finished, said elsewhere (by a copy of this object in the process that ran them): counted
+        for what remains, not logged again."""
+        self._finished.update(phases)
 
     def part(self, phase: str, fraction: float, detail: str) -> None:
         """`fraction` (0..1) of a long phase is behind it: a year's publish writes a dozen chunks over 20 s."""

@@ -113,6 +113,7 @@ def load(wh: Warehouse, scope: RunScope, threads: int | None = None,
     try:
         files, figures, findings = (lowered or capacity.Lowered()).run(
             lambda: _parse_and_profile(wh, scope, threads, progress), log=log)
+        progress.finished("parse", "profile")  # logged by the child's copy when the work ran in a child
     except raw_files.RawInputError as exc:
         progress.end("parse", f"refused by {FILE_READABLE}: {exc.path}; nothing appended")
         finding = Finding(FILE_READABLE, exc.partition, exc.path, exc.problem)

@@ -135,22 +135,34 @@ def test_a_backfills_chunk_gives_the_lock_up_to_a_waiter_and_starts_again(wareho
     """A waiter that announces itself while a backfill's chunk runs gets the lock before the chunk ends: the chunk's
     statement is interrupted, its transaction rolled back (none of its rows stay), and the chunk runs again."""
     stats = LockStats()
-    seen: dict[str, object] = {"attempts": 0, "interrupted": False}
+    seen: dict[str, object] = {"attempts": 0, "interrupted": False, "timed_out": False}
     waiter: list[subprocess.Popen] = []
 
     def chunk(con: duckdb.DuckDBPyConnection) -> None:
         seen["attempts"] = int(seen["attempts"]) + 1
-        rows = 400_000_000 if seen["attempts"] == 1 else 1_000
         con.execute("create table if not exists t2 (x bigint)")
-        if seen["attempts"] == 1:
-            waiter.append(subprocess.Popen([sys.executable, "-c", STAMPED_WAITER, str(warehouse)],
-                                           stdout=subprocess.PIPE, text=True))
+        con.execute(f"insert into t2 select range from range({1_000 * int(seen['attempts'])})")
+        if seen["attempts"] > 1:
+            return
+        waiter.append(subprocess.Popen([sys.executable, "-c", STAMPED_WAITER, str(warehouse)],
+                                       stdout=subprocess.PIPE, text=True))
+
+        def too_long() -> None:
+            seen["timed_out"] = True
+            con.interrupt()
+
+        # A statement that never ends on its own, in little memory: only the waiter (or this deadline) stops it.
+        deadline = threading.Timer(120, too_long)
+        deadline.start()
         try:
-            con.execute(f"insert into t2 select range from range({rows})")
+            con.execute("select sum(range) from range(10000000000000)").fetchall()
         except duckdb.InterruptException:
             seen["interrupted"] = True
             raise
+        finally:
+            deadline.cancel()
 
+    out = ""
     try:
         preemptible_hold(lambda: open_file(warehouse, read_only=False, config={}, timeout_s=120), warehouse, chunk,
                          stats)
@@ -158,16 +170,18 @@ def test_a_backfills_chunk_gives_the_lock_up_to_a_waiter_and_starts_again(wareho
     finally:
         for proc in waiter:
             out, _ = proc.communicate(timeout=120)
+    assert not seen["timed_out"], "the waiter never got the chunk's lock"
     assert waiter and waiter[0].returncode == 0
     assert seen["interrupted"] and seen["attempts"] == 2 and stats.preempted == 1, (seen, stats)
     assert float(out.split()[0]) < done, "the waiter had the lock before the chunk was done"
     with open_file(warehouse, read_only=True, config={}, timeout_s=10) as con:
-        assert con.execute("select count(*) from t2").fetchone() == (1_000,), "only the last attempt's rows"
+        assert con.execute("select count(*) from t2").fetchone() == (2_000,), "only the last attempt's rows"
 
 
 def test_a_chunk_is_given_up_a_bounded_number_of_times(warehouse: Path) -> None:
-    """Waiters that keep coming (here an announcement kept fresh) hold a chunk up PREEMPT_MAX times, then it is held
-    to its end; the hold given up after its last statement is rolled back too, never committed twice."""
+    """A waiter that comes after the chunk's last statement still gets it (the transaction rolls back, it is never
+    committed and written again), and waiters that keep coming (here an announcement kept fresh) hold a chunk up
+    PREEMPT_MAX times, then it is held to its end."""
     waiters_dir(warehouse).mkdir()
     marker = waiters_dir(warehouse) / f"{os.getpid()}-1"
     stop = threading.Event()
@@ -178,21 +192,26 @@ def test_a_chunk_is_given_up_a_bounded_number_of_times(warehouse: Path) -> None:
             stop.wait(0.2)
 
     keeper = threading.Thread(target=keep_fresh)
-    keeper.start()
     stats = LockStats()
+    attempts: list[int] = []
 
     def chunk(con: duckdb.DuckDBPyConnection) -> None:
+        attempts.append(len(attempts) + 1)
         con.execute("create table if not exists t3 (x bigint)")
         con.execute("insert into t3 select range from range(10)")
-        time.sleep(4 * PREEMPT_POLL_S)  # the statements are done; the watch fires before the commit
+        if not keeper.is_alive():
+            keeper.start()  # the waiter comes once the statements are done, before the commit
+            time.sleep(4 * PREEMPT_POLL_S)
 
     try:
         preemptible_hold(lambda: open_file(warehouse, read_only=False, config={}, timeout_s=10), warehouse, chunk,
                          stats)
     finally:
         stop.set()
-        keeper.join()
-        marker.unlink()
-    assert stats.preempted == PREEMPT_MAX
+        if keeper.is_alive():
+            keeper.join()
+        marker.unlink(missing_ok=True)
+    # The first attempt ran to its end and was rolled back; the next ones were given up at their start.
+    assert attempts == [1, 2] and stats.preempted == PREEMPT_MAX, (attempts, stats)
     with open_file(warehouse, read_only=True, config={}, timeout_s=10) as con:
         assert con.execute("select count(*) from t3").fetchone() == (10,)

@@ -184,12 +184,14 @@ class Preemption:
 
     def _watch(self) -> None:
         while not self._stop.wait(PREEMPT_POLL_S):
-            if announced_waiters(self._path):
+            if self.fired or announced_waiters(self._path):
                 with self._lock:
-                    if self._active:
-                        self.fired = True
-                        self._con.interrupt()
-                return
+                    if not self._active:
+                        return
+                    # Again at every poll once fired: DuckDB clears a pending interrupt when the next statement
+                    # starts, so one landing between two statements would be lost.
+                    self.fired = True
+                    self._con.interrupt()
 
     def __enter__(self) -> Preemption:
         if self._enabled and announced_waiters(self._path):
