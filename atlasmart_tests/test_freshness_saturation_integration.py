@@ -81,6 +81,8 @@ def dep(slack: SlackServer, data_dir: Path, tmp_path_factory: pytest.TempPathFac
            "ATLASMART_SLO_DURATION_S": "0.001", "ATLASMART_SLACK_TOKEN": "xoxb-deployment-test",
            # The newest day must stay unpublished until the test publishes it (the late-partition scenario).
            "ATLASMART_CATCH_UP": "off",
+           # The current run is held beside the backfill: its scratch work would stand paused up to 60 s at a time.
+           "ATLASMART_BACKFILL_GIVE_WAY_S": "5",
            # Sensors tick every 5 s instead of 30 s: "no second message in the next two ticks" costs 10 s, not 60.
            "ATLASMART_SENSOR_INTERVAL_S": "5",
            "ATLASMART_SLACK_BASE_URL": slack.origin, "ATLASMART_UI_BASE_URL": "http://ui.test"}

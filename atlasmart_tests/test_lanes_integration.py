@@ -72,6 +72,9 @@ def lanes_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     generate_raw(raw, START.isoformat(), DAYS, LINES, CUSTOMERS)
     return {"ATLASMART_RAW_DIR": str(raw), "ATLASMART_DATA_DIR": str(root / "data"),
             "ATLASMART_START_DATE": START.isoformat(), "ATLASMART_AS_OF": AS_OF.isoformat(),
+            # Current runs wait at gates for minutes here: a backfill's scratch work would stand paused beside them
+            # up to the default 60 s at a time. Giving way is test_pausable's and test_run_metadata's subject.
+            "ATLASMART_BACKFILL_GIVE_WAY_S": "5",
             **Gates(root / "gates").env()}
 
 
