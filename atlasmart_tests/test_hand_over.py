@@ -29,6 +29,7 @@ from atlasmart_assets.warehouse.connection import (
     preemptible_hold,
     waiters_dir,
 )
+from atlasmart_tests.waiters import StandingWaiter
 
 WAITER = """
 import sys, time
@@ -182,16 +183,7 @@ def test_a_chunk_is_given_up_a_bounded_number_of_times(warehouse: Path) -> None:
     """A waiter that comes after the chunk's last statement still gets it (the transaction rolls back, it is never
     committed and written again), and waiters that keep coming (here an announcement kept fresh) hold a chunk up
     PREEMPT_MAX times, then it is held to its end."""
-    waiters_dir(warehouse).mkdir()
-    marker = waiters_dir(warehouse) / f"{os.getpid()}-1"
-    stop = threading.Event()
-
-    def keep_fresh() -> None:
-        while not stop.is_set():
-            marker.touch()
-            stop.wait(0.2)
-
-    keeper = threading.Thread(target=keep_fresh)
+    waiter = StandingWaiter(warehouse)
     stats = LockStats()
     attempts: list[int] = []
 
@@ -199,18 +191,15 @@ def test_a_chunk_is_given_up_a_bounded_number_of_times(warehouse: Path) -> None:
         attempts.append(len(attempts) + 1)
         con.execute("create table if not exists t3 (x bigint)")
         con.execute("insert into t3 select range from range(10)")
-        if not keeper.is_alive():
-            keeper.start()  # the waiter comes once the statements are done, before the commit
+        if not waiter.started:
+            waiter.start()  # the waiter comes once the statements are done, before the commit
             time.sleep(4 * PREEMPT_POLL_S)
 
     try:
         preemptible_hold(lambda: open_file(warehouse, read_only=False, config={}, timeout_s=10), warehouse, chunk,
                          stats)
     finally:
-        stop.set()
-        if keeper.is_alive():
-            keeper.join()
-        marker.unlink(missing_ok=True)
+        waiter.stop()
     # The first attempt ran to its end and was rolled back; the next ones were given up at their start.
     assert attempts == [1, 2] and stats.preempted == PREEMPT_MAX, (attempts, stats)
     with open_file(warehouse, read_only=True, config={}, timeout_s=10) as con:

@@ -20,6 +20,7 @@ from atlasmart_assets.assets.correction import MAX_CHART_BYTES
 from atlasmart_assets.contract import CURRENT_LANE_TAGS
 from atlasmart_assets.lab import run_chain
 from atlasmart_assets.progress import Progress
+from atlasmart_tests.waiters import StandingWaiter
 
 HISTORY = ("2026-09-01", "2026-09-19")
 
@@ -177,23 +178,12 @@ def test_a_long_backfill_gives_its_chunks_up_to_processes_waiting_on_the_warehou
     monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "5")
     monkeypatch.setattr(connection, "HANDOVER_MAX_S", 0.05)  # the announcer never takes the lock
     path = env.warehouse_path
-    connection.waiters_dir(path).mkdir(parents=True)
-    marker = connection.waiters_dir(path) / "999999-1"
-    stop = threading.Event()
-
-    def keep_fresh() -> None:
-        while not stop.is_set():
-            marker.touch()
-            stop.wait(0.2)
-
-    keeper = threading.Thread(target=keep_fresh)
-    keeper.start()
+    waiter = StandingWaiter(path)
+    waiter.start()
     try:
         result = run_chain(instance, *HISTORY, {"dagster/backfill": "bf-preempted"})
     finally:
-        stop.set()
-        keeper.join()
-        marker.unlink()
+        waiter.stop()
     assert result.success
     given_up = {}
     for key in (["raw", "order_lines"], ["fact", "fct_order_lines"]):
