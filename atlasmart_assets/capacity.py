@@ -111,14 +111,8 @@ def can_pin() -> bool:
     return True
 
 
-@dataclass
-class CoreYield:
-    """What `yield_cores` (or a paused scratch process) did: how long the work ran on fewer cores, how often it was
-    asked to, and how long it stood paused."""
-
-    yielded_s: float = 0.0
-    times: int = 0
-    paused_s: float = 0.0
+# What `yield_cores` or a paused scratch process did: time on fewer cores, how often, time paused.
+CoreYield = pausable.Pauses
 
 
 def _thread_ids(pid: int | str = "self") -> set[int]:
@@ -231,14 +225,8 @@ class Lowered:
             if len(allowed) > self.cores:
                 _pin_all_threads(kept if yielding else allowed, pid)
 
-        pauses = pausable.Pauses()
-        try:
-            return pausable.run(work, lambda: current_lane_active(instance, RUNNING), nice=self.nice,
-                                max_pause_s=self.max_pause_s, log=log, on_yield=pin, pauses=pauses)
-        finally:
-            self.yielded.paused_s += pauses.paused_s
-            self.yielded.times += pauses.times
-            self.yielded.yielded_s += pauses.yielded_s
+        return pausable.run(work, lambda: current_lane_active(instance, RUNNING), nice=self.nice,
+                            max_pause_s=self.max_pause_s, log=log, on_yield=pin, pauses=self.yielded)
 
 
 def yielded_s(lowered: Lowered | None) -> float:

@@ -34,8 +34,8 @@ class ChildDied(RuntimeError):
 
 @dataclass
 class Pauses:
-    """What the watcher did: how long the child stood paused, how often, and how long it ran yielded (the pause
-    cap reached while today's load still ran)."""
+    """What was given up to today's load, added up across calls: how long the work stood paused, how often it was
+    asked to give way, and how long it ran on fewer cores (past the pause's cap, or `capacity.yield_cores`)."""
 
     paused_s: float = 0.0
     times: int = 0

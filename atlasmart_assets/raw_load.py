@@ -20,7 +20,7 @@ from atlasmart_assets.raw_files import Finding, RawFile
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunScope
 from atlasmart_assets.warehouse import ledger
-from atlasmart_assets.warehouse.connection import LockStats, attach, hand_over, preemptible_hold, transaction
+from atlasmart_assets.warehouse.connection import LockStats, attach, hand_over, preemptible_hold
 
 FILE_READABLE = "raw_order_lines_file_readable"
 REQUIRED_FIELDS = "raw_order_lines_required_fields_present"
@@ -173,11 +173,7 @@ def _append(wh: Warehouse, run_id: str, to_load: list[RawFile], stats: LockStats
             "and c.extraction_batch = l.extraction_batch")
         ledger.record_batches(wcon, [_batch_row(f, run_id) for f in to_load])
 
-    if give_way is not None:
-        preemptible_hold(hold, wh.settings.warehouse_path, append, stats, give_way)
-        return
-    with hold() as wcon, transaction(wcon):
-        append(wcon)
+    preemptible_hold(hold, wh.settings.warehouse_path, append, stats, give_way, preemptible=give_way is not None)
 
 
 def _batch_row(f: RawFile, run_id: str) -> dict[str, Any]:

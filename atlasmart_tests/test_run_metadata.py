@@ -130,6 +130,14 @@ def test_a_backfill_gives_way_for_a_bounded_time_only(instance) -> None:
     assert 0.3 <= waited < 30, waited
 
 
+def _newest_figures(instance: dg.DagsterInstance, key: list[str], run_id: str | None = None) -> dict:
+    """The metadata of the one materialization of `key` for HISTORY's newest day (of `run_id`), where a backfill
+    over HISTORY writes its run-wide figures."""
+    [record] = [r for r in instance.fetch_materializations(dg.AssetKey(key), limit=100).records
+                if r.partition_key == HISTORY[1] and run_id in (None, r.run_id)]
+    return record.asset_materialization.metadata
+
+
 def test_a_long_backfill_gives_way_before_each_warehouse_hold(env, instance, monkeypatch) -> None:
     """19 days in chunks of 5: the raw append and the rows written ahead take 4 holds each, then the commit. With
     a current-lane run running throughout, the backfill waits (here up to 0.2 s) before each of them, and still
@@ -141,9 +149,7 @@ def test_a_long_backfill_gives_way_before_each_warehouse_hold(env, instance, mon
     assert result.success
     waited = {}
     for key in (["raw", "order_lines"], ["fact", "fct_order_lines"]):
-        [record] = [r for r in instance.fetch_materializations(dg.AssetKey(key), limit=100).records
-                    if r.partition_key == HISTORY[1]]
-        waited[key[0]] = record.asset_materialization.metadata["gave_way_total_s"].value
+        waited[key[0]] = _newest_figures(instance, key)["gave_way_total_s"].value
     assert waited["raw"] >= 4 * 0.2 and waited["fact"] >= 5 * 0.2, waited
     # The long phases say how far they got, chunk by chunk, with what remains.
     logs = [e.user_message for e in instance.all_logs(result.run_id) if e.user_message]
@@ -158,14 +164,10 @@ def test_a_long_backfill_gives_way_before_each_warehouse_hold(env, instance, mon
     assert any("[1/3] parse:" in m for m in logs), logs
     if pausable.AVAILABLE:
         for key in (["raw", "order_lines"], ["fact", "fct_order_lines"]):
-            [record] = [r for r in instance.fetch_materializations(dg.AssetKey(key), limit=100).records
-                        if r.partition_key == HISTORY[1]]
-            assert record.asset_materialization.metadata["scratch_paused_s"].value >= 0.2, key
+            assert _newest_figures(instance, key)["scratch_paused_s"].value >= 0.2, key
     if MAY_YIELD_CORES:
         for key in (["raw", "order_lines"], ["fact", "fct_order_lines"]):
-            [record] = [r for r in instance.fetch_materializations(dg.AssetKey(key), limit=100).records
-                        if r.partition_key == HISTORY[1]]
-            assert record.asset_materialization.metadata["cores_yielded_s"].value > 0, key
+            assert _newest_figures(instance, key)["cores_yielded_s"].value > 0, key
 
 
 def test_a_long_backfill_gives_its_chunks_up_to_processes_waiting_on_the_warehouse(env, instance,
@@ -187,9 +189,7 @@ def test_a_long_backfill_gives_its_chunks_up_to_processes_waiting_on_the_warehou
     assert result.success
     given_up = {}
     for key in (["raw", "order_lines"], ["fact", "fct_order_lines"]):
-        [record] = [r for r in instance.fetch_materializations(dg.AssetKey(key), limit=100).records
-                    if r.partition_key == HISTORY[1]]
-        given_up[key[0]] = record.asset_materialization.metadata["holds_given_up"].value
+        given_up[key[0]] = _newest_figures(instance, key)["holds_given_up"].value
     assert given_up == {"raw": 4 * connection.PREEMPT_MAX, "fact": 4 * connection.PREEMPT_MAX}, given_up
     con = duckdb.connect(str(path), read_only=True)
     try:
@@ -200,8 +200,7 @@ def test_a_long_backfill_gives_its_chunks_up_to_processes_waiting_on_the_warehou
         con.close()
     again = run_chain(instance, *HISTORY, {"dagster/backfill": "bf-unhindered"})
     assert again.success
-    [record] = [r for r in instance.fetch_materializations(dg.AssetKey(["mart", "revenue_daily"]), limit=100).records
-                if r.run_id == again.run_id and r.partition_key == HISTORY[1]]
+    _newest_figures(instance, ["mart", "revenue_daily"], again.run_id)  # it published
     con = duckdb.connect(str(path), read_only=True)
     try:
         assert con.execute("select count(*) from staged.order_lines").fetchone() == published
@@ -216,9 +215,7 @@ def test_a_backfill_of_one_chunk_does_not_wait(env, instance, monkeypatch) -> No
     result = run_chain(instance, *HISTORY, {"dagster/backfill": "bf-one-chunk"})
     assert result.success
     for key in (["raw", "order_lines"], ["fact", "fct_order_lines"]):
-        [record] = [r for r in instance.fetch_materializations(dg.AssetKey(key), limit=100).records
-                    if r.partition_key == HISTORY[1]]
-        assert record.asset_materialization.metadata["gave_way_total_s"].value == 0, key
+        assert _newest_figures(instance, key)["gave_way_total_s"].value == 0, key
 
 
 MAY_YIELD_CORES = capacity.PINS and len(os.sched_getaffinity(0)) >= 2

@@ -215,12 +215,18 @@ class Preemption:
 
 def preemptible_hold(open_hold: Callable[[], contextlib.AbstractContextManager[duckdb.DuckDBPyConnection]],
                      path: Path, body: Callable[[duckdb.DuckDBPyConnection], None],
-                     stats: LockStats | None = None, give_way: Callable[[], float] | None = None) -> None:
-    """One chunk of a backfill's long write: `body(con)` in one transaction on a hold from `open_hold()`. If a
-    process announces it waits on `path` while the body runs, the statements are interrupted, the transaction rolls
-    back, the lock goes to the waiters (hand_over; first `give_way`, which waits while today's load runs) and the
-    chunk starts again, up to PREEMPT_MAX times; then it is held to the end. Today's load waits on a backfill's
-    chunk for a poll and a rollback, not for the chunk."""
+                     stats: LockStats | None = None, give_way: Callable[[], float] | None = None, *,
+                     preemptible: bool = True) -> None:
+    """One chunk of a long write: `body(con)` in one transaction on a hold from `open_hold()`. A backfill's
+    (`preemptible`): if a process announces it waits on `path` while the body runs, the statements are interrupted,
+    the transaction rolls back, the lock goes to the waiters (hand_over; first `give_way`, which waits while today's
+    load runs) and the chunk starts again, up to PREEMPT_MAX times; then it is held to the end. Today's load waits
+    on a backfill's chunk for a poll and a rollback, not for the chunk. Not `preemptible` (today's load): held to
+    the end."""
+    if not preemptible:
+        with open_hold() as con, transaction(con):
+            body(con)
+        return
     for attempt in range(PREEMPT_MAX + 1):
         guard: Preemption | None = None
         try:
