@@ -43,9 +43,16 @@ def give_way(instance: dg.DagsterInstance, max_s: float) -> Callable[[], float]:
     """What a backfill calls before each warehouse hold of a long write: it waits while a current-lane run is
     queued or running, up to `max_s`, and returns how long it waited. Today's load then takes the lock as often as
     it needs without queueing behind a backfill chunk each time."""
+    def busy() -> bool:
+        try:
+            return current_lane_active(instance, RUNNING)
+        except Exception:  # noqa: BLE001 - the run storage unreadable for a moment (locked): ask again, as the
+            # pause and core watchers do; max_s still bounds the wait
+            return True
+
     def wait() -> float:
         started = time.monotonic()
-        while time.monotonic() - started < max_s and current_lane_active(instance, RUNNING):
+        while time.monotonic() - started < max_s and busy():
             time.sleep(POLL_S)
         return time.monotonic() - started
     return wait
