@@ -1,9 +1,9 @@
 """How much of the machine a backfill takes. Its scratch work (no warehouse hold in it) uses every core while no
 current-lane run is queued or running, and stands paused while one is (on Linux; up to ATLASMART_BACKFILL_GIVE_WAY_S
 at a time, then on ATLASMART_BACKFILL_THREADS cores, default 1; elsewhere on those cores throughout), always at a
-lower CPU priority (ATLASMART_BACKFILL_NICE); and it takes no new warehouse hold while a current-lane run is queued
-or running (up to ATLASMART_BACKFILL_GIVE_WAY_S per hold). Its holds run at full speed: today's load never waits on
-a slowed holder."""
+lower CPU priority (ATLASMART_BACKFILL_NICE); it takes no new warehouse hold while a current-lane run is queued
+or running (up to ATLASMART_BACKFILL_GIVE_WAY_S per hold), and gives up a chunk under way when one starts. Its holds
+run at full speed: today's load never waits on a slowed holder."""
 
 from __future__ import annotations
 
@@ -39,23 +39,37 @@ RUNNING = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.STARTING, dg.DagsterR
 POLL_S = 0.25
 
 
-def give_way(instance: dg.DagsterInstance, max_s: float) -> Callable[[], float]:
+@dataclass(frozen=True)
+class GiveWay:
     """What a backfill calls before each warehouse hold of a long write: it waits while a current-lane run is
     queued or running, up to `max_s`, and returns how long it waited. Today's load then takes the lock as often as
-    it needs without queueing behind a backfill chunk each time."""
-    def busy() -> bool:
-        try:
-            return current_lane_active(instance, RUNNING)
-        except Exception:  # noqa: BLE001 - the run storage unreadable for a moment (locked): ask again, as the
-            # pause and core watchers do; max_s still bounds the wait
-            return True
+    it needs without queueing behind a backfill chunk each time. `busy()`: whether one is queued or running now,
+    which gives up a chunk already under way (connection.preemptible_hold)."""
 
-    def wait() -> float:
+    instance: dg.DagsterInstance
+    max_s: float
+
+    def _running(self, unreadable: bool) -> bool:
+        try:
+            return current_lane_active(self.instance, RUNNING)
+        except Exception:  # noqa: BLE001 - the run storage unreadable for a moment (locked): the caller's default
+            return unreadable
+
+    def busy(self) -> bool:
+        # Unreadable: no chunk is given up on a guess.
+        return self._running(unreadable=False)
+
+    def __call__(self) -> float:
+        # Unreadable: ask again, as the pause and core watchers do; max_s still bounds the wait.
         started = time.monotonic()
-        while time.monotonic() - started < max_s and busy():
+        while time.monotonic() - started < self.max_s and self._running(unreadable=True):
             time.sleep(POLL_S)
         return time.monotonic() - started
-    return wait
+
+
+def give_way(instance: dg.DagsterInstance, max_s: float) -> GiveWay:
+    """A backfill's GiveWay on this instance, waiting up to `max_s` at a time."""
+    return GiveWay(instance, max_s)
 
 
 def backfill_threads(instance: dg.DagsterInstance, capped: int) -> int | None:

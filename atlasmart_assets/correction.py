@@ -17,7 +17,7 @@ from atlasmart_assets.progress import Progress
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunScope
 from atlasmart_assets.warehouse import flags, ledger
-from atlasmart_assets.warehouse.connection import LockStats, attach, attach_waiting
+from atlasmart_assets.warehouse.connection import GiveWay, LockStats, attach, attach_waiting
 from atlasmart_assets.warehouse.ledger import Current, DayCandidate, Publication
 from atlasmart_assets.warehouse.publish import collect_abandoned, publish
 from atlasmart_assets.window import Window
@@ -227,7 +227,7 @@ def _audit_candidates(wh: Warehouse, scope: RunScope, threads: int | None, curre
 
 def correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool], threads: int | None = None,
             adjust_staged: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
-            log: Callable[[str], None] | None = None, give_way: Callable[[], float] | None = None,
+            log: Callable[[str], None] | None = None, give_way: GiveWay | None = None,
             lowered: capacity.Lowered | None = None) -> Outcome:
     """Build, audit and (if clean) publish the window. Every exit path that did not publish releases the run's
     flags; the scratch database is dropped after a publication and kept for inspection after a refusal.

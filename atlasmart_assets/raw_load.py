@@ -20,7 +20,7 @@ from atlasmart_assets.raw_files import Finding, RawFile
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunScope
 from atlasmart_assets.warehouse import ledger
-from atlasmart_assets.warehouse.connection import LockStats, attach, hand_over, preemptible_hold
+from atlasmart_assets.warehouse.connection import GiveWay, LockStats, attach, hand_over, preemptible_hold
 
 FILE_READABLE = "raw_order_lines_file_readable"
 REQUIRED_FIELDS = "raw_order_lines_required_fields_present"
@@ -101,7 +101,7 @@ def _parse_and_profile(wh: Warehouse, scope: RunScope, threads: int | None,
 
 
 def load(wh: Warehouse, scope: RunScope, threads: int | None = None,
-         log: Callable[[str], None] | None = None, give_way: Callable[[], float] | None = None,
+         log: Callable[[str], None] | None = None, give_way: GiveWay | None = None,
          lowered: capacity.Lowered | None = None) -> RawLoad:
     """Audit the window's raw files and append those not loaded yet; nothing is written if an audit fails.
     A backfill's parse and profile run `lowered` (lower CPU priority, fewer cores beside today's load; the appends,
@@ -148,7 +148,7 @@ def load(wh: Warehouse, scope: RunScope, threads: int | None = None,
 
 
 def _append(wh: Warehouse, run_id: str, to_load: list[RawFile], stats: LockStats,
-            give_way: Callable[[], float] | None = None) -> None:
+            give_way: GiveWay | None = None) -> None:
     """Append these batches' lines from the run's scratch, and record them as loaded, in one transaction. A
     backfill's (it has a `give_way`) is given up to a process that announces it waits on the lock, and started
     again once today's load has run."""

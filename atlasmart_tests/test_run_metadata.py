@@ -20,6 +20,7 @@ from atlasmart_assets.assets.correction import MAX_CHART_BYTES
 from atlasmart_assets.contract import CURRENT_LANE_TAGS
 from atlasmart_assets.lab import run_chain
 from atlasmart_assets.progress import Progress
+from atlasmart_assets.warehouse.connection import PREEMPT_BUSY_POLL_S, LockStats, open_file, preemptible_hold
 from atlasmart_tests.waiters import StandingWaiter
 
 HISTORY = ("2026-09-01", "2026-09-19")
@@ -157,6 +158,60 @@ def test_a_backfill_gives_way_for_a_bounded_time_only(instance) -> None:
     _running_current_run(instance)  # never ends
     waited = capacity.give_way(instance, max_s=0.3)()
     assert 0.3 <= waited < 30, waited
+
+
+def _chunk_beside_todays_load(instance: dg.DagsterInstance, warehouse: Path, start_run: bool,
+                              ) -> tuple[list[int], LockStats, list[bool]]:
+    """A backfill's chunk (preemptible_hold with the backfill's GiveWay) whose first attempt inserts rows, then
+    either starts today's load (a current-lane run, ended 1 s later by another thread) and runs a statement that
+    never ends on its own, or just works for a second. Returns the attempts, the lock figures, and whether the
+    statement was interrupted."""
+    stats, attempts, interrupted = LockStats(), [], []
+
+    def chunk(con: duckdb.DuckDBPyConnection) -> None:
+        attempts.append(len(attempts) + 1)
+        con.execute("create table if not exists t (x bigint)")
+        con.execute(f"insert into t select range from range({10 * len(attempts)})")
+        if len(attempts) > 1:
+            return
+        if not start_run:
+            time.sleep(4 * PREEMPT_BUSY_POLL_S)
+            return
+        run = _running_current_run(instance)
+        threading.Timer(1.0, lambda: _until_written(lambda: instance.report_run_failed(run))).start()
+        deadline = threading.Timer(120, con.interrupt)  # only if nothing gives the chunk up
+        deadline.start()
+        try:
+            con.execute("select sum(range) from range(10000000000000)").fetchall()
+        except duckdb.InterruptException:
+            interrupted.append(deadline.is_alive())
+            raise
+        finally:
+            deadline.cancel()
+
+    preemptible_hold(lambda: open_file(warehouse, read_only=False, config={}, timeout_s=10), warehouse, chunk,
+                     stats, capacity.give_way(instance, max_s=30))
+    return attempts, stats, interrupted
+
+
+def test_a_chunk_under_way_is_given_up_when_todays_load_starts(instance, tmp_path) -> None:
+    """Today's load starting (no lock wanted yet: its scratch work comes first) interrupts the backfill's chunk at
+    once, which rolls back, waits until today's run has ended, and is written again: the cores are today's."""
+    warehouse = tmp_path / "w.duckdb"
+    attempts, stats, interrupted = _chunk_beside_todays_load(instance, warehouse, start_run=True)
+    assert interrupted == [True], "today's load starting interrupted the chunk, not the test's deadline"
+    assert attempts == [1, 2] and stats.preempted == 1, (attempts, stats)
+    assert 0.5 < stats.gave_way[0] < 30, "the chunk started again only once today's run had ended"
+    with open_file(warehouse, read_only=True, config={}, timeout_s=10) as con:
+        assert con.execute("select count(*) from t").fetchone() == (20,), "only the last attempt's rows"
+
+
+def test_a_chunk_is_not_given_up_for_a_current_run_it_began_beside(instance, tmp_path) -> None:
+    """A current-lane run already running when the chunk began (the backfill gave way to it as long as it may) does
+    not give the chunk up: it would only be given up again and again beside a long run."""
+    _running_current_run(instance)
+    attempts, stats, _ = _chunk_beside_todays_load(instance, tmp_path / "w.duckdb", start_run=False)
+    assert attempts == [1] and stats.preempted == 0, (attempts, stats)
 
 
 def _newest_figures(instance: dg.DagsterInstance, key: list[str], run_id: str | None = None) -> dict:

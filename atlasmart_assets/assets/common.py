@@ -97,7 +97,7 @@ class StepCapacity:
     threads: int | None
     niceness: int
     lowered: capacity.Lowered | None
-    give_way: Callable[[], float] | None
+    give_way: capacity.GiveWay | None
 
 
 def step_capacity(context: dg.AssetExecutionContext, warehouse: Warehouse, scope: RunScope) -> StepCapacity:

@@ -9,7 +9,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, TypeVar
+from typing import Callable, Iterator, Protocol, TypeVar
 
 import duckdb
 
@@ -160,31 +160,60 @@ def attach_waiting(con: duckdb.DuckDBPyConnection, path: Path, alias: str, timeo
         stats.waits.append(time.monotonic() - started)
 
 
-# How often a preemptible hold looks for announced waiters, and how often one chunk's hold is given up at most.
+# How often a preemptible hold looks for announced waiters, and for today's load starting (a run storage read);
+# how often one chunk's hold is given up at most.
 PREEMPT_POLL_S = 0.05
+PREEMPT_BUSY_POLL_S = 0.25
 PREEMPT_MAX = 3
 
 
+class GiveWay(Protocol):
+    """A backfill's way of giving way to today's load. Called, it waits while a current-lane run is queued or
+    running (bounded) and returns how long it waited; `busy()` says whether one is now."""
+
+    def __call__(self) -> float: ...
+
+    def busy(self) -> bool: ...
+
+
 class Preempted(Exception):
-    """A hold given up for a process that announced it waits on the lock; its transaction was rolled back."""
+    """A hold given up for a process that announced it waits on the lock, or for today's load that started; its
+    transaction was rolled back."""
 
 
 class Preemption:
-    """While active, interrupts `con`'s statements as soon as a process announces it waits on `path`. Leaving it
-    (before the commit) ends the watch: a commit is never interrupted. If it fired, leaving raises Preempted, so the
-    transaction rolls back even if the last statement had finished."""
+    """While active, interrupts `con`'s statements as soon as a process announces it waits on `path`, or, given
+    `busy`, as soon as today's load starts (`busy()` turns true; one already running when the hold began does not
+    count: the hold waited for it as long as it may). Leaving it (before the commit) ends the watch: a commit is
+    never interrupted. If it fired, leaving raises Preempted, so the transaction rolls back even if the last
+    statement had finished."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path, enabled: bool = True) -> None:
-        self._con, self._path, self._enabled = con, path, enabled
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path, enabled: bool = True,
+                 busy: Callable[[], bool] | None = None) -> None:
+        self._con, self._path, self._enabled, self._busy = con, path, enabled, busy
         self._lock = threading.Lock()
         self._active = True
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._was_busy = True
         self.fired = False
+        self.reason = ""
+
+    def _should_fire(self, polls: int) -> bool:
+        if announced_waiters(self._path):
+            self.reason = "a process waiting on the lock"
+            return True
+        every = max(1, round(PREEMPT_BUSY_POLL_S / PREEMPT_POLL_S))
+        if not self._was_busy and self._busy is not None and polls % every == 0 and self._busy():
+            self.reason = "today's load, which started"
+            return True
+        return False
 
     def _watch(self) -> None:
+        polls = 0
         while not self._stop.wait(PREEMPT_POLL_S):
-            if self.fired or announced_waiters(self._path):
+            polls += 1
+            if self.fired or self._should_fire(polls):
                 with self._lock:
                     if not self._active:
                         return
@@ -196,8 +225,10 @@ class Preemption:
     def __enter__(self) -> Preemption:
         if self._enabled and announced_waiters(self._path):
             self.fired = True  # a waiter already there (hand_over timed out on it, or it just came): it goes first
-            raise Preempted(f"gave up the hold of {self._path} to a waiting process")
+            self.reason = "a process waiting on the lock"
+            raise Preempted(f"gave up the hold of {self._path} to {self.reason}")
         if self._enabled:
+            self._was_busy = self._busy is None or self._busy()
             self._thread = threading.Thread(target=self._watch, name="atlasmart-preemption", daemon=True)
             self._thread.start()
         return self
@@ -209,20 +240,20 @@ class Preemption:
         if self._thread is not None:
             self._thread.join()
         if self.fired and exc_type is None:
-            raise Preempted(f"gave up the hold of {self._path} to a waiting process")
+            raise Preempted(f"gave up the hold of {self._path} to {self.reason}")
         return False
 
 
 def preemptible_hold(open_hold: Callable[[], contextlib.AbstractContextManager[duckdb.DuckDBPyConnection]],
                      path: Path, body: Callable[[duckdb.DuckDBPyConnection], None],
-                     stats: LockStats | None = None, give_way: Callable[[], float] | None = None, *,
+                     stats: LockStats | None = None, give_way: GiveWay | None = None, *,
                      preemptible: bool = True) -> None:
     """One chunk of a long write: `body(con)` in one transaction on a hold from `open_hold()`. A backfill's
-    (`preemptible`): if a process announces it waits on `path` while the body runs, the statements are interrupted,
-    the transaction rolls back, the lock goes to the waiters (hand_over; first `give_way`, which waits while today's
-    load runs) and the chunk starts again, up to PREEMPT_MAX times; then it is held to the end. Today's load waits
-    on a backfill's chunk for a poll and a rollback, not for the chunk. Not `preemptible` (today's load): held to
-    the end."""
+    (`preemptible`): if a process announces it waits on `path` while the body runs, or today's load starts
+    (`give_way.busy()`), the statements are interrupted, the transaction rolls back, the backfill gives way (waits
+    while today's load runs), the lock goes to the waiters (hand_over) and the chunk starts again, up to PREEMPT_MAX
+    times; then it is held to the end. Today's load neither waits on a backfill's chunk (but for a poll and a
+    rollback) nor shares the cores with one. Not `preemptible` (today's load): held to the end."""
     if not preemptible:
         with open_hold() as con, transaction(con):
             body(con)
@@ -232,7 +263,8 @@ def preemptible_hold(open_hold: Callable[[], contextlib.AbstractContextManager[d
         try:
             with open_hold() as con:
                 with transaction(con):
-                    guard = Preemption(con, path, enabled=attempt < PREEMPT_MAX)
+                    guard = Preemption(con, path, enabled=attempt < PREEMPT_MAX,
+                                       busy=give_way.busy if give_way is not None else None)
                     with guard:
                         body(con)
             return

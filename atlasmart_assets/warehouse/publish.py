@@ -17,7 +17,7 @@ from atlasmart_assets.failpoints import failpoint
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunInfo
 from atlasmart_assets.warehouse import ledger
-from atlasmart_assets.warehouse.connection import LockStats, attach, hand_over, preemptible_hold, transaction
+from atlasmart_assets.warehouse.connection import GiveWay, LockStats, attach, hand_over, preemptible_hold, transaction
 from atlasmart_assets.warehouse.ledger import Current, DayCandidate, Publication
 from atlasmart_assets.window import Window
 
@@ -51,7 +51,6 @@ def _refuse_if_abandoned(con: duckdb.DuckDBPyConnection, pub_id: str) -> None:
                               "ended); nothing was published, re-run")
 
 
-GiveWay = Callable[[], float]
 OnChunk = Callable[[int, int, Window], None]
 
 
