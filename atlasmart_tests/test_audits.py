@@ -1,10 +1,12 @@
 """Each audit passes on good data and fails on a crafted candidate; a failed audit publishes nothing."""
 
 import json
+import threading
+import time
 
 import pytest
 
-from atlasmart_assets import audits
+from atlasmart_assets import audits, candidates, capacity
 from atlasmart_assets.checks.published import published_fact_unique, published_mart_matches_fact
 from atlasmart_assets.correction import (
     CANDIDATE_UNIQUE,
@@ -19,6 +21,7 @@ from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunInfo, RunScope
 from atlasmart_assets.window import Window
 from atlasmart_tests import state
+from atlasmart_tests.current_runs import running_current_run, until_written
 
 DAY = "2026-09-19"
 
@@ -136,14 +139,47 @@ def test_published_checks_catch_another_writer(env, published, monkeypatch, chun
     wh = Warehouse()
     assert published_fact_unique(wh, window).passed and published_mart_matches_fact(wh, window).passed
     with wh.writer() as con:
-        # Another writer adds a row to the version the ledger points at (the published table is a view of it).
-        con.execute("insert into versions.fct_order_lines select * from versions.fct_order_lines "
+        # Another writer adds a row to the version the ledger points at (the published fact is a view of it).
+        con.execute("insert into versions.staged_order_lines select * from versions.staged_order_lines "
                     "semi join audit.current_publications using (partition_date, publication_id) "
                     "where partition_date = '2026-09-19' limit 1")
         con.execute("update mart.revenue_daily set gmv = gmv + 1 where partition_date = '2026-09-20'")
     dup, drift = published_fact_unique(wh, window), published_mart_matches_fact(wh, window)
     assert dup.blocks and dup.figures["duplicate_line_ids"]["2026-09-19"] == 1
     assert drift.blocks and "2026-09-20" in drift.figures["mismatches"]
+
+
+def test_a_backfills_published_checks_read_no_chunk_while_todays_load_runs(env, published, instance,
+                                                                             monkeypatch) -> None:
+    """A year's published checks read a chunk at a time; a backfill's read none while a current-lane run is queued
+    or running (they would take the cores today's load works on), and read them all once it has ended."""
+    monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "1")
+    published(("2026-09-18", "2026-09-20"))
+    reads: list[float] = []
+    controls = candidates.controls
+
+    def timed(*args, **kwargs):
+        reads.append(time.monotonic())
+        return controls(*args, **kwargs)
+
+    monkeypatch.setattr(candidates, "controls", timed)
+    run = running_current_run(instance)
+    ended: list[float] = []
+
+    def end() -> None:
+        ended.append(time.monotonic())
+        until_written(lambda: instance.report_run_failed(run))
+
+    timer = threading.Timer(1.0, end)
+    timer.start()
+    try:
+        window, wh = Window.of("2026-09-18", "2026-09-20"), Warehouse()
+        verdicts = [published_fact_unique(wh, window, capacity.give_way(instance, max_s=60)),
+                    published_mart_matches_fact(wh, window, capacity.give_way(instance, max_s=60))]
+    finally:
+        timer.join()
+    assert all(v.passed for v in verdicts)
+    assert len(reads) == 3 + 6 and ended and min(reads) > ended[0], "a chunk was read while today's run ran"
 
 
 HOLDER = """

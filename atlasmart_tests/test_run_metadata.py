@@ -21,6 +21,7 @@ from atlasmart_assets.contract import CURRENT_LANE_TAGS
 from atlasmart_assets.lab import run_chain
 from atlasmart_assets.progress import Progress
 from atlasmart_assets.warehouse.connection import PREEMPT_BUSY_POLL_S, LockStats, open_file, preemptible_hold
+from atlasmart_tests.current_runs import running_current_run, until_written
 from atlasmart_tests.waiters import StandingWaiter
 
 HISTORY = ("2026-09-01", "2026-09-19")
@@ -99,33 +100,15 @@ def test_with_per_thread_cpu_sets_a_backfill_step_keeps_every_duckdb_thread(inst
     start would hold for the whole step."""
     monkeypatch.setattr(capacity, "can_pin", lambda: True)
     monkeypatch.setattr(capacity.os, "sched_getaffinity", lambda _pid: {0, 1}, raising=False)
-    _running_current_run(instance)
+    running_current_run(instance)
     assert capacity.backfill_threads(instance, 1) is None
-
-
-def _running_current_run(instance: dg.DagsterInstance) -> dg.DagsterRun:
-    """A current-lane run as the daemon leaves it while it runs (STARTED), without running anything."""
-    return instance.add_run(dg.DagsterRun(job_name="atlasmart_daily", run_id=str(uuid.uuid4()),
-                                          status=dg.DagsterRunStatus.STARTED, tags=CURRENT_LANE_TAGS))
-
-
-def _until_written(write: Callable[[], object]) -> None:
-    """A write to the in-memory instance from a second thread, again while SQLite says a table is locked (the
-    reading thread holds it for a moment)."""
-    for _ in range(100):
-        try:
-            write()
-            return
-        except Exception:  # noqa: BLE001 - sqlalchemy's OperationalError: database table is locked
-            time.sleep(0.05)
-    write()
 
 
 def test_a_backfill_waits_to_take_the_warehouse_while_a_current_lane_run_runs(instance) -> None:
     wait = capacity.give_way(instance, max_s=120)
     assert wait() < 1, "no current-lane run: no wait"
-    run = _running_current_run(instance)
-    ender = threading.Timer(0.5, lambda: _until_written(lambda: instance.report_run_failed(run)))
+    run = running_current_run(instance)
+    ender = threading.Timer(0.5, lambda: until_written(lambda: instance.report_run_failed(run)))
     ender.start()
     waited = wait()
     ender.join()
@@ -155,7 +138,7 @@ def test_a_backfill_gives_way_for_a_bounded_time_only(instance) -> None:
     instance.add_run(dg.DagsterRun(job_name="atlasmart_daily", run_id=str(uuid.uuid4()),
                                    status=dg.DagsterRunStatus.NOT_STARTED, tags=CURRENT_LANE_TAGS))
     assert capacity.give_way(instance, max_s=120)() < 1
-    _running_current_run(instance)  # never ends
+    running_current_run(instance)  # never ends
     waited = capacity.give_way(instance, max_s=0.3)()
     assert 0.3 <= waited < 30, waited
 
@@ -177,8 +160,8 @@ def _chunk_beside_todays_load(instance: dg.DagsterInstance, warehouse: Path, sta
         if not start_run:
             time.sleep(4 * PREEMPT_BUSY_POLL_S)
             return
-        run = _running_current_run(instance)
-        threading.Timer(1.0, lambda: _until_written(lambda: instance.report_run_failed(run))).start()
+        run = running_current_run(instance)
+        threading.Timer(1.0, lambda: until_written(lambda: instance.report_run_failed(run))).start()
         deadline = threading.Timer(120, con.interrupt)  # only if nothing gives the chunk up
         deadline.start()
         try:
@@ -209,7 +192,7 @@ def test_a_chunk_under_way_is_given_up_when_todays_load_starts(instance, tmp_pat
 def test_a_chunk_is_not_given_up_for_a_current_run_it_began_beside(instance, tmp_path) -> None:
     """A current-lane run already running when the chunk began (the backfill gave way to it as long as it may) does
     not give the chunk up: it would only be given up again and again beside a long run."""
-    _running_current_run(instance)
+    running_current_run(instance)
     attempts, stats, _ = _chunk_beside_todays_load(instance, tmp_path / "w.duckdb", start_run=False)
     assert attempts == [1] and stats.preempted == 0, (attempts, stats)
 
@@ -228,7 +211,7 @@ def test_a_long_backfill_gives_way_before_each_warehouse_hold(env, instance, mon
     publishes."""
     monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "5")
     monkeypatch.setenv("ATLASMART_BACKFILL_GIVE_WAY_S", "0.2")
-    _running_current_run(instance)
+    running_current_run(instance)
     result = run_chain(instance, *HISTORY, {"dagster/backfill": "bf-gives-way"})
     assert result.success
     waited = {}
@@ -295,7 +278,7 @@ def test_a_long_backfill_gives_its_chunks_up_to_processes_waiting_on_the_warehou
 def test_a_backfill_of_one_chunk_does_not_wait(env, instance, monkeypatch) -> None:
     """19 days within one chunk (31): one raw append and one publish hold, short ones, like today's: no give-way."""
     monkeypatch.setenv("ATLASMART_BACKFILL_GIVE_WAY_S", "5")
-    _running_current_run(instance)
+    running_current_run(instance)
     result = run_chain(instance, *HISTORY, {"dagster/backfill": "bf-one-chunk"})
     assert result.success
     for key in (["raw", "order_lines"], ["fact", "fct_order_lines"]):
@@ -333,7 +316,7 @@ def test_a_backfill_keeps_to_fewer_cores_only_while_a_current_lane_run_runs(inst
         for _ in range(4):  # the current lane idle: nothing is taken away (several watches)
             assert _cpu_sets() == {allowed}
             time.sleep(capacity.WATCH_S / 2)
-        run = _running_current_run(instance)
+        run = running_current_run(instance)
         _until("every thread on one CPU", lambda: {len(c) for c in _cpu_sets()} == {1})
         later = duckdb.connect(str(tmp_path / "later.duckdb"), config={"threads": "2"})
         later.execute("select sum(range) from range(1000000)").fetchall()
@@ -350,7 +333,7 @@ def test_a_backfill_keeps_to_fewer_cores_only_while_a_current_lane_run_runs(inst
 def test_today_s_load_never_gives_up_cores(env, instance) -> None:
     """Beside another current-lane run in flight, today's own run keeps every core: its steps yield nothing (were
     it wired as a backfill, it would keep to one core while that other run is STARTED)."""
-    _running_current_run(instance)
+    running_current_run(instance)
     result = run_chain(instance, "2026-09-21", tags=dict(CURRENT_LANE_TAGS))
     assert result.success
     for key in (["raw", "order_lines"], ["fact", "fct_order_lines"]):

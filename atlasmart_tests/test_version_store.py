@@ -64,8 +64,8 @@ def test_retention_drops_superseded_versions_never_the_current_or_a_pending_one(
     with Warehouse().writer() as con:
         con.execute("insert into audit.pending_versions (publication_id, run_id, window_start, window_end) "
                     "values ('pub-in-flight', 'r-live', '2026-09-20', '2026-09-20')")
-        con.execute("insert into versions.fct_order_lines select * replace ('pub-in-flight' as publication_id, "
-                    "-1 as version) from versions.fct_order_lines where partition_date = '2026-09-20'")
+        con.execute("insert into versions.staged_order_lines select * replace ('pub-in-flight' as publication_id, "
+                    "-1 as version) from versions.staged_order_lines where partition_date = '2026-09-20'")
     for _ in range(3):  # publishes that do not collect abandoned rows (a correction would: r-live is no run)
         lab.publish_legacy_incident(Warehouse())
     kept = _versions_per_day(env, "2026-09-20")
@@ -170,17 +170,15 @@ def test_a_day_republished_while_rows_are_written_ahead_stops_the_publish_before
                                                   "partition_date = '2026-09-20'")}) == sorted(incident)
 
 
-PREVIOUS = [n for n, _, _ in sql.migrations() if n not in (6, 7)]
-
-
-def _previous_release(path) -> duckdb.DuckDBPyConnection:
-    """A warehouse at the previous release's schema (every migration but the version store's two)."""
+def _previous_release(path, without: tuple[int, ...] = (6, 7, 8)) -> duckdb.DuckDBPyConnection:
+    """A warehouse at an earlier release's schema: every migration but `without` (by default the version store's
+    three)."""
     con = duckdb.connect(str(path))
     con.execute("create schema audit")
     con.execute("create table audit.schema_migrations (version integer primary key, name varchar not null, "
                 "applied_at timestamp not null)")
     for number, name, body in sql.migrations():
-        if number in PREVIOUS:
+        if number not in without:
             con.execute(body)
             con.execute("insert into audit.schema_migrations values ($n, $name, now())", {"n": number, "name": name})
     return con
@@ -205,9 +203,11 @@ def test_a_warehouse_of_the_previous_release_migrates_with_nothing_lost(env, cap
                 "sku, quantity, unit_price, unit_cost, unit_price, unit_cost, unit_price - unit_cost, event_time, "
                 "source_sequence from staged.order_lines")
     # pub-a's superseded day1 in history, and day2's current version copied ahead of a publish that never committed.
-    for table in ("staged_order_lines", "fct_order_lines"):
+    for table, costlier in (("staged_order_lines", "unit_cost + 1 as unit_cost"),
+                            ("fct_order_lines", "unit_cost + 1 as unit_cost, cost + 1 as cost, "
+                                                "gross_profit - 1 as gross_profit")):
         source = "staged.order_lines" if table == "staged_order_lines" else "fact.fct_order_lines"
-        con.execute(f"insert into history.{table} select 'pub-a', * replace (unit_cost + 1 as unit_cost) "
+        con.execute(f"insert into history.{table} select 'pub-a', * replace ({costlier}) "
                     f"from {source} where partition_date = '{day1}'")
         con.execute(f"insert into history.{table} select 'pub-c', * from {source} where partition_date = '{day2}'")
     con.execute("insert into audit.history_precopies (partition_date, publication_id, run_id) values "
@@ -219,7 +219,7 @@ def test_a_warehouse_of_the_previous_release_migrates_with_nothing_lost(env, cap
     con.close()
 
     assert cli.main(["migrate"]) == 0  # an operator upgrades when no load is due (else the first writer does)
-    assert "applied 6, 7; schema at migration" in capsys.readouterr().out
+    assert "applied 6, 7, 8; schema at migration" in capsys.readouterr().out
     for table, rows in old.items():
         assert state.table_rows(env, table) == rows, table
     for table, rows in old_history.items():
@@ -234,6 +234,69 @@ def test_a_warehouse_of_the_previous_release_migrates_with_nothing_lost(env, cap
         tables = {r[0] for r in check.execute("select table_schema || '.' || table_name from information_schema.tables "
                                               "where table_type = 'BASE TABLE'").fetchall()}
     assert "audit.history_precopies" not in tables and "fact.fct_order_lines" not in tables
+    assert "versions.fct_order_lines" not in tables, "the fact's versions are computed from the staged ones"
+
+
+def test_the_published_fact_is_the_audited_formula_applied_to_the_published_staged_lines(env, published) -> None:
+    """The fact's versions are computed by migration 008's view, the candidate's by sql/fct_order_lines.sql: one
+    formula, or the published fact would not be the one audited."""
+    published(("2026-09-18", "2026-09-20"))
+    with duckdb.connect() as con:
+        con.execute(f"attach '{env.warehouse_path}' as w (read_only)")
+        con.execute("create schema candidate")
+        con.execute("create view candidate.staged_order_lines as select * from w.staged.order_lines")
+        audited = con.execute(f"select * from ({sql.text('fct_order_lines')}) order by all").fetchall()
+        stored = con.execute("select * from w.fact.fct_order_lines order by all").fetchall()
+    assert len(stored) > 20 and stored == audited
+
+
+def _release_with_stored_fact(path) -> duckdb.DuckDBPyConnection:
+    """A warehouse of the release before migration 008 (the fact's versions stored), one publication of two days."""
+    con = _previous_release(path, without=(8,))
+    con.execute("insert into audit.publications (seq, publication_id, partition_date, kind, published_at, changed, "
+                "extract_json) select n, 'pub-a', d, 'publish', now(), true, '{}' from "
+                "(values (1, date '2026-09-19'), (2, date '2026-09-20')) v(n, d)")
+    con.execute("insert into audit.version_numbers values ('pub-a', 1)")
+    for k, day in enumerate(("2026-09-19", "2026-09-19", "2026-09-20")):
+        line = _line(day, k, 4.25)
+        con.execute("insert into versions.staged_order_lines (publication_id, version, partition_date, line_id, "
+                    "order_id, customer_id, country, tier, sku, quantity, unit_price, unit_cost, order_time, "
+                    "event_time, source_sequence) values ('pub-a', 1, ?, ?, ?, ?, ?, ?, ?, 3, ?, ?, ?, ?, ?)",
+                    list(line[:7]) + list(line[8:]))
+    con.execute("insert into versions.fct_order_lines (publication_id, version, partition_date, line_id, order_id, "
+                "customer_id, country, tier, sku, quantity, unit_price, unit_cost, gmv, cost, gross_profit, "
+                "event_time, source_sequence) select publication_id, version, partition_date, line_id, order_id, "
+                "customer_id, country, tier, sku, quantity, unit_price, unit_cost, quantity * unit_price, "
+                "quantity * unit_cost, quantity * (unit_price - unit_cost), event_time, source_sequence "
+                "from versions.staged_order_lines")
+    return con
+
+
+def test_the_fact_versions_become_a_view_of_the_staged_ones_with_every_row_as_it_was(env, capsys) -> None:
+    env.data_dir.mkdir(parents=True)
+    con = _release_with_stored_fact(env.warehouse_path)
+    published = con.execute("select * from fact.fct_order_lines order by all").fetchall()
+    con.close()
+    assert len(published) == 3
+    assert cli.main(["migrate"]) == 0
+    assert "applied 8; schema at migration" in capsys.readouterr().out
+    assert state.table_rows(env, "fact.fct_order_lines") == published
+
+
+def test_a_stored_fact_its_staged_versions_do_not_give_refuses_the_migration_and_changes_nothing(env) -> None:
+    env.data_dir.mkdir(parents=True)
+    con = _release_with_stored_fact(env.warehouse_path)
+    con.execute("update versions.fct_order_lines set gmv = gmv + 0.01 where line_id = '2026-09-20-L2'")
+    published = con.execute("select * from fact.fct_order_lines order by all").fetchall()
+    con.close()
+    with pytest.raises(duckdb.Error, match="migration 008: versions.fct_order_lines holds rows"):
+        with Warehouse().writer():
+            pass
+    assert state.table_rows(env, "fact.fct_order_lines") == published
+    with duckdb.connect(str(env.warehouse_path), read_only=True) as check:
+        assert check.execute("select table_type from information_schema.tables where table_schema = 'versions' "
+                             "and table_name = 'fct_order_lines'").fetchone() == ("BASE TABLE",)
+        assert 8 not in {r[0] for r in check.execute("select version from audit.schema_migrations").fetchall()}
 
 
 @pytest.mark.parametrize("days", [1, 2, 31, 400])

@@ -6,14 +6,14 @@ from typing import Callable
 import dagster as dg
 import duckdb
 
-from atlasmart_assets import candidates, reference, sql
+from atlasmart_assets import candidates, capacity, reference, sql
 from atlasmart_assets.assets.common import check_result
 from atlasmart_assets.audits import ERROR, WARN, Audit, controls_match, unique_keys
 from atlasmart_assets.contract import FCT_ORDER_LINES, REVENUE_DAILY
 from atlasmart_assets.partitions import daily_partitions
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import scope_of
-from atlasmart_assets.warehouse.connection import attach_waiting, hand_over, is_lock_conflict
+from atlasmart_assets.warehouse.connection import GiveWay, attach_waiting, hand_over, is_lock_conflict
 from atlasmart_assets.window import Window
 
 FACT_UNIQUE = "fct_order_lines_line_id_unique"
@@ -21,10 +21,13 @@ NO_SUPPRESSED = "fct_order_lines_published_history_free_of_suppressed_keys"
 MART_MATCHES = "revenue_daily_totals_match_fact"
 
 
-def _window(context: dg.AssetCheckExecutionContext) -> Window:
-    """The run's window from its scope; a check-only run with no partition checks the whole partition set."""
+def _window(context: dg.AssetCheckExecutionContext, wh: Warehouse) -> tuple[Window, GiveWay | None]:
+    """The run's window from its scope (a check-only run with no partition checks the whole partition set), and a
+    backfill's give-way to today's load."""
     keys = daily_partitions.get_partition_keys()
-    return scope_of(context.run.run_id, context.run.tags, [keys[0], keys[-1]]).window
+    scope = scope_of(context.run.run_id, context.run.tags, [keys[0], keys[-1]])
+    give_way = capacity.give_way(context.instance, wh.settings.backfill_give_way_s) if scope.is_backfill else None
+    return scope.window, give_way
 
 
 def unreadable(check: str, asset: tuple[str, ...], wh: Warehouse, exc: Exception) -> Audit:
@@ -49,12 +52,17 @@ Figures = dict[str, dict]
 
 
 def _read_by_chunk(wh: Warehouse, window: Window,
-                   read: Callable[[duckdb.DuckDBPyConnection, Window], tuple[Figures, ...]]) -> tuple[Figures, ...]:
+                   read: Callable[[duckdb.DuckDBPyConnection, Window], tuple[Figures, ...]],
+                   give_way: GiveWay | None = None) -> tuple[Figures, ...]:
     """`read` over each chunk of the window (ATLASMART_CHUNK_DAYS) in its own short read-only connection, handing
-    the lock to a waiting writer between two: a year's check never keeps today's load out for long. Each day is
-    read whole in one snapshot (the checks are per day)."""
+    the lock to a waiting writer between two: a year's check never keeps today's load out for long. A backfill's
+    (`give_way`) reads no chunk while today's load runs: it would take the cores today's load works on. Each day
+    is read whole in one snapshot (the checks are per day)."""
     out: tuple[Figures, ...] = ()
-    for n, part in enumerate(window.split(wh.settings.chunk_days)):
+    parts = window.split(wh.settings.chunk_days)
+    for n, part in enumerate(parts):
+        if give_way is not None and len(parts) > 1:
+            give_way()
         if n:
             hand_over(wh.settings.warehouse_path)
         with wh.reader() as con:
@@ -63,15 +71,16 @@ def _read_by_chunk(wh: Warehouse, window: Window,
     return out
 
 
-def published_fact_unique(wh: Warehouse, window: Window) -> Audit:
-    (figures,) = _read_by_chunk(wh, window, lambda con, part: (candidates.controls(con, "fact.fct_order_lines", part),))
+def published_fact_unique(wh: Warehouse, window: Window, give_way: GiveWay | None = None) -> Audit:
+    (figures,) = _read_by_chunk(wh, window, lambda con, part: (candidates.controls(con, "fact.fct_order_lines", part),),
+                                give_way)
     return unique_keys(FACT_UNIQUE, FCT_ORDER_LINES, {d: f["duplicate_line_ids"] for d, f in figures.items()})
 
 
-def published_mart_matches_fact(wh: Warehouse, window: Window) -> Audit:
+def published_mart_matches_fact(wh: Warehouse, window: Window, give_way: GiveWay | None = None) -> Audit:
     fact, mart = _read_by_chunk(wh, window, lambda con, part: (
         candidates.controls(con, "fact.fct_order_lines", part),
-        candidates.controls(con, "mart.revenue_daily", part, kind="mart")))
+        candidates.controls(con, "mart.revenue_daily", part, kind="mart")), give_way)
     return controls_match(MART_MATCHES, REVENUE_DAILY, {d: candidates.control_list(m) for d, m in mart.items()},
                           {d: candidates.control_list(f) for d, f in fact.items()}, "published_fact")
 
@@ -81,7 +90,7 @@ def published_mart_matches_fact(wh: Warehouse, window: Window) -> Audit:
 def fct_order_lines_line_id_unique(context: dg.AssetCheckExecutionContext,
                                    warehouse: Warehouse) -> dg.AssetCheckResult:
     return check_result(_guarded(FACT_UNIQUE, FCT_ORDER_LINES, warehouse,
-                                 lambda: published_fact_unique(warehouse, _window(context))))
+                                 lambda: published_fact_unique(warehouse, *_window(context, warehouse))))
 
 
 @dg.asset_check(asset=dg.AssetKey(list(REVENUE_DAILY)), name=MART_MATCHES, partitions_def=daily_partitions,
@@ -89,7 +98,7 @@ def fct_order_lines_line_id_unique(context: dg.AssetCheckExecutionContext,
 def revenue_daily_totals_match_fact(context: dg.AssetCheckExecutionContext,
                                     warehouse: Warehouse) -> dg.AssetCheckResult:
     return check_result(_guarded(MART_MATCHES, REVENUE_DAILY, warehouse,
-                                 lambda: published_mart_matches_fact(warehouse, _window(context))))
+                                 lambda: published_mart_matches_fact(warehouse, *_window(context, warehouse))))
 
 
 def published_free_of_suppressed(wh: Warehouse) -> Audit:

@@ -26,24 +26,28 @@ class Layer:
     """A published table, its columns, and where its superseded rows are retained.
 
     A versioned layer (`store` set) keeps every version's rows in `store` under their publication id; `table` and
-    `history` are views of it (the version the ledger points at, and the other retained ones). The mart is small
-    and stays a table: its superseded rows are copied into `history` by the commit."""
+    `history` are views of it (the version the ledger points at, and the other retained ones). A `derived` store
+    is itself a view, computed from another layer's (the fact from the staged lines, migration 008): nothing is
+    written to it, and its versions come and go with that layer's. The mart is small and stays a table: its
+    superseded rows are copied into `history` by the commit."""
 
     table: str
     columns: tuple[str, ...]
     history: str
     candidate: str
     store: str | None = None
+    derived: bool = False
 
 
 LAYERS = (
     Layer("staged.order_lines", STAGED_COLUMNS, "history.staged_order_lines", "candidate.staged_order_lines",
           "versions.staged_order_lines"),
     Layer("fact.fct_order_lines", FACT_COLUMNS, "history.fct_order_lines", "candidate.fct_order_lines",
-          "versions.fct_order_lines"),
+          "versions.fct_order_lines", derived=True),
     Layer("mart.revenue_daily", MART_COLUMNS, "history.revenue_daily", "candidate.revenue_daily"),
 )
-VERSIONED = tuple(layer for layer in LAYERS if layer.store)
+# The stores a publish writes, retention prunes and an erasure clears.
+VERSIONED = tuple(layer for layer in LAYERS if layer.store and not layer.derived)
 COPIED = tuple(layer for layer in LAYERS if not layer.store)
 
 
