@@ -15,6 +15,7 @@ from atlasmart_assets.warehouse import publish as publish_mod
 from atlasmart_assets.warehouse.publish import collect_abandoned
 from atlasmart_assets.window import Window
 from atlasmart_tests import state
+from bench import readers
 
 STORES = ("versions.staged_order_lines", "versions.fct_order_lines")
 
@@ -305,3 +306,10 @@ def test_a_window_splits_into_consecutive_chunks_that_cover_it(days) -> None:
     parts = window.split(days)
     assert [k for part in parts for k in part.keys] == window.keys
     assert all(len(part.keys) <= days for part in parts) and len(parts) == -(-len(window.keys) // days)
+
+
+def test_the_readers_bench_reads_the_published_views_of_each_warehouse(env, published, capsys) -> None:
+    published(("2026-09-18", "2026-09-20"))
+    readers.main([str(env.warehouse_path), str(env.warehouse_path), "--repeats", "1", "--day", "2026-09-19"])
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 2 + len(readers.QUERIES) and all(line.endswith(" | yes") for line in out[2:]), out
