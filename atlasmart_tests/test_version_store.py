@@ -284,10 +284,18 @@ def test_the_fact_versions_become_a_view_of_the_staged_ones_with_every_row_as_it
     assert state.table_rows(env, "fact.fct_order_lines") == published
 
 
-def test_a_stored_fact_its_staged_versions_do_not_give_refuses_the_migration_and_changes_nothing(env) -> None:
+@pytest.mark.parametrize("tamper", [
+    "update versions.fct_order_lines set gmv = gmv + 0.01 where line_id = '2026-09-20-L2'",
+    "delete from versions.fct_order_lines where line_id = '2026-09-19-L1'",
+    "insert into versions.staged_order_lines select * replace ('2026-09-19-L9' as line_id) "
+    "from versions.staged_order_lines where line_id = '2026-09-19-L1'",
+    "update versions.fct_order_lines set version = 2 where partition_date = '2026-09-20'",
+], ids=["a-value", "a-fact-row-missing", "a-staged-row-more", "another-version"])
+def test_a_stored_fact_its_staged_versions_do_not_give_refuses_the_migration_and_changes_nothing(
+        env, tamper) -> None:
     env.data_dir.mkdir(parents=True)
     con = _release_with_stored_fact(env.warehouse_path)
-    con.execute("update versions.fct_order_lines set gmv = gmv + 0.01 where line_id = '2026-09-20-L2'")
+    con.execute(tamper)
     published = con.execute("select * from fact.fct_order_lines order by all").fetchall()
     con.close()
     with pytest.raises(duckdb.Error, match="migration 008: versions.fct_order_lines holds rows"):
