@@ -49,20 +49,18 @@ class GiveWay:
     instance: dg.DagsterInstance
     max_s: float
 
-    def _running(self, unreadable: bool) -> bool:
+    def busy(self, unreadable: bool = False) -> bool:
+        """Whether a current-lane run is queued or running; `unreadable` if the run storage cannot be read (locked
+        for a moment): a chunk is not given up on a guess, and a wait asks again."""
         try:
             return current_lane_active(self.instance, RUNNING)
-        except Exception:  # noqa: BLE001 - the run storage unreadable for a moment (locked): the caller's default
+        except Exception:  # noqa: BLE001 - the run storage unreadable for a moment: the caller's answer
             return unreadable
-
-    def busy(self) -> bool:
-        # Unreadable: no chunk is given up on a guess.
-        return self._running(unreadable=False)
 
     def __call__(self) -> float:
         # Unreadable: ask again, as the pause and core watchers do; max_s still bounds the wait.
         started = time.monotonic()
-        while time.monotonic() - started < self.max_s and self._running(unreadable=True):
+        while time.monotonic() - started < self.max_s and self.busy(unreadable=True):
             time.sleep(POLL_S)
         return time.monotonic() - started
 

@@ -139,7 +139,7 @@ def load(wh: Warehouse, scope: RunScope, threads: int | None = None,
         if start:
             hand_over(wh.settings.warehouse_path)
         chunk = set(days[start:start + step])
-        _append(wh, run_id, [f for f in to_load if f.partition in chunk], stats, give_way)
+        _append(wh, run_id, [f for f in to_load if f.partition in chunk], stats, give_way if long_write else None)
         if long_write:
             k = start // step + 1
             progress.part("append", k / chunks, f"chunk {k}/{chunks} ({min(chunk)}..{max(chunk)}) appended")

@@ -204,3 +204,56 @@ def test_a_chunk_is_given_up_a_bounded_number_of_times(warehouse: Path) -> None:
     assert attempts == [1, 2] and stats.preempted == PREEMPT_MAX, (attempts, stats)
     with open_file(warehouse, read_only=True, config={}, timeout_s=10) as con:
         assert con.execute("select count(*) from t3").fetchone() == (10,)
+
+
+class _SlowRunStorage:
+    """A backfill's GiveWay whose run storage answers the step's own asks at once, and hangs on the watcher's first
+    (SQLite waiting on its own lock) until released."""
+
+    def __init__(self) -> None:
+        self.hung = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self) -> float:
+        return 0.0
+
+    def busy(self, unreadable: bool = False) -> bool:
+        if threading.current_thread() is not threading.main_thread() and not self.hung.is_set():
+            self.hung.set()
+            self.release.wait(300)
+        return False
+
+
+def test_a_run_storage_that_hangs_delays_neither_a_waiter_nor_the_hold(warehouse: Path) -> None:
+    """The watch for today's load starting reads the run storage in a thread of its own: while that read hangs, a
+    process that waits on the lock still gets the chunk at once, and the hold ends without waiting for the read."""
+    storage, waiter, seen = _SlowRunStorage(), StandingWaiter(warehouse), {"attempts": 0, "by_waiter": False}
+
+    def chunk(con: duckdb.DuckDBPyConnection) -> None:
+        seen["attempts"] += 1
+        if seen["attempts"] > 1:
+            return
+        assert storage.hung.wait(60), "the watcher asked the run storage"
+        deadline = threading.Timer(120, con.interrupt)
+        deadline.start()
+        waiter.start()
+        try:
+            con.execute("select sum(range) from range(10000000000000)").fetchall()
+        except duckdb.InterruptException:
+            seen["by_waiter"] = deadline.is_alive()
+            waiter.stop()  # it had its turn
+            raise
+        finally:
+            deadline.cancel()
+
+    stats = LockStats()
+    try:
+        preemptible_hold(lambda: open_file(warehouse, read_only=False, config={}, timeout_s=10), warehouse, chunk,
+                         stats, storage)
+        held_on = not storage.release.is_set()
+    finally:
+        storage.release.set()
+        waiter.stop()
+    assert seen["by_waiter"], "the waiter got the chunk, not the test's deadline"
+    assert seen["attempts"] == 2 and stats.preempted == 1
+    assert held_on, "the hold ended while the run storage read still hung"

@@ -197,6 +197,23 @@ def test_a_chunk_is_not_given_up_for_a_current_run_it_began_beside(instance, tmp
     assert attempts == [1] and stats.preempted == 0, (attempts, stats)
 
 
+def test_a_run_storage_unreadable_when_a_chunk_begins_gives_it_up_to_no_run(instance, tmp_path,
+                                                                            monkeypatch) -> None:
+    """Unreadable at the chunk's start counts as a current-lane run already running (the backfill waited for it):
+    the chunk is not given up when the storage answers again that one runs."""
+    answers = iter([OSError("database table is locked: runs")])
+
+    def flaky(_instance, _statuses=None) -> bool:
+        answer = next(answers, True)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(capacity, "current_lane_active", flaky)
+    attempts, stats, _ = _chunk_beside_todays_load(instance, tmp_path / "w.duckdb", start_run=False)
+    assert attempts == [1] and stats.preempted == 0, (attempts, stats)
+
+
 def _newest_figures(instance: dg.DagsterInstance, key: list[str], run_id: str | None = None) -> dict:
     """The metadata of the one materialization of `key` for HISTORY's newest day (of `run_id`), where a backfill
     over HISTORY writes its run-wide figures."""

@@ -11,6 +11,7 @@ import pytest
 from atlasmart_assets import cli, lab, sql
 from atlasmart_assets.lab import run_chain
 from atlasmart_assets.resources import Warehouse
+from atlasmart_assets.warehouse import ledger
 from atlasmart_assets.warehouse import publish as publish_mod
 from atlasmart_assets.warehouse.publish import collect_abandoned
 from atlasmart_assets.window import Window
@@ -298,7 +299,8 @@ def test_a_stored_fact_its_staged_versions_do_not_give_refuses_the_migration_and
     con.execute(tamper)
     published = con.execute("select * from fact.fct_order_lines order by all").fetchall()
     con.close()
-    with pytest.raises(duckdb.Error, match="migration 008: versions.fct_order_lines holds rows"):
+    with pytest.raises(duckdb.Error, match=r"migration 008: publication pub-a of 2026-09-(19|20) holds .+; "
+                                           r"nothing was changed"):
         with Warehouse().writer():
             pass
     assert state.table_rows(env, "fact.fct_order_lines") == published
@@ -314,6 +316,29 @@ def test_a_window_splits_into_consecutive_chunks_that_cover_it(days) -> None:
     parts = window.split(days)
     assert [k for part in parts for k in part.keys] == window.keys
     assert all(len(part.keys) <= days for part in parts) and len(parts) == -(-len(window.keys) // days)
+
+
+def test_a_version_stored_as_fact_rows_only_is_kept_and_goes_with_its_version(env, capsys) -> None:
+    """Release 0.1 kept superseded fact rows and no staged ones; migration 006 moved them into the store. They
+    cannot be computed from staged lines: migration 008 keeps them as they are, and they go with their version."""
+    env.data_dir.mkdir(parents=True)
+    con = _release_with_stored_fact(env.warehouse_path)
+    con.execute("insert into audit.publications (seq, publication_id, partition_date, kind, published_at, changed, "
+                "extract_json) values (0, 'pub-0', '2026-09-19', 'publish', now(), true, '{}')")
+    con.execute("insert into audit.version_numbers values ('pub-0', 0)")
+    con.execute("insert into versions.fct_order_lines select * replace ('pub-0' as publication_id, 0 as version, "
+                "gmv + 1 as gmv) from versions.fct_order_lines where partition_date = '2026-09-19'")
+    history = con.execute("select * from history.fct_order_lines order by all").fetchall()
+    published = con.execute("select * from fact.fct_order_lines order by all").fetchall()
+    con.close()
+    assert len(history) == 2 and {r[0] for r in history} == {"pub-0"}
+    assert cli.main(["migrate"]) == 0
+    assert state.table_rows(env, "history.fct_order_lines") == history
+    assert state.table_rows(env, "fact.fct_order_lines") == published
+    with Warehouse().writer() as con:
+        ledger.erase_earlier_versions(con, "pub-a", {"2026-09-19": ["req-1"]})
+    assert state.table_rows(env, "history.fct_order_lines") == []
+    assert state.table_rows(env, "fact.fct_order_lines") == published
 
 
 def test_the_readers_bench_reads_the_published_views_of_each_warehouse(env, published, capsys) -> None:

@@ -161,19 +161,22 @@ def attach_waiting(con: duckdb.DuckDBPyConnection, path: Path, alias: str, timeo
 
 
 # How often a preemptible hold looks for announced waiters, and for today's load starting (a run storage read);
-# how often one chunk's hold is given up at most.
+# how often one chunk's hold is given up at most to waiters, and to today's load starting.
 PREEMPT_POLL_S = 0.05
 PREEMPT_BUSY_POLL_S = 0.25
 PREEMPT_MAX = 3
+PREEMPT_START_MAX = 1
+WAITER, STARTED = "a process waiting on the lock", "today's load, which started"
 
 
 class GiveWay(Protocol):
     """A backfill's way of giving way to today's load. Called, it waits while a current-lane run is queued or
-    running (bounded) and returns how long it waited; `busy()` says whether one is now."""
+    running (bounded) and returns how long it waited; `busy(unreadable)` says whether one is now (`unreadable`
+    when the run storage cannot be read)."""
 
     def __call__(self) -> float: ...
 
-    def busy(self) -> bool: ...
+    def busy(self, unreadable: bool = False) -> bool: ...
 
 
 class Preempted(Exception):
@@ -182,63 +185,64 @@ class Preempted(Exception):
 
 
 class Preemption:
-    """While active, interrupts `con`'s statements as soon as a process announces it waits on `path`, or, given
-    `busy`, as soon as today's load starts (`busy()` turns true; one already running when the hold began does not
-    count: the hold waited for it as long as it may). Leaving it (before the commit) ends the watch: a commit is
-    never interrupted. If it fired, leaving raises Preempted, so the transaction rolls back even if the last
-    statement had finished."""
+    """While active, interrupts `con`'s statements as soon as a process announces it waits on `path` (if
+    `waiters`), or, given `started` (called every PREEMPT_BUSY_POLL_S in a thread of its own, so a slow run storage
+    never delays the first), as soon as it says today's load started. Leaving it (before the commit) ends the
+    watch, without waiting for a run storage read under way: a commit is never interrupted. If it fired, leaving
+    raises Preempted, so the transaction rolls back even if the last statement had finished."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path, enabled: bool = True,
-                 busy: Callable[[], bool] | None = None) -> None:
-        self._con, self._path, self._enabled, self._busy = con, path, enabled, busy
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path, waiters: bool = True,
+                 started: Callable[[], bool] | None = None) -> None:
+        self._con, self._path, self._waiters, self._started = con, path, waiters, started
         self._lock = threading.Lock()
         self._active = True
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._was_busy = True
+        self._threads: list[threading.Thread] = []
         self.fired = False
         self.reason = ""
 
-    def _should_fire(self, polls: int) -> bool:
-        if announced_waiters(self._path):
-            self.reason = "a process waiting on the lock"
+    def _fire(self, reason: str) -> bool:
+        with self._lock:
+            if not self._active:
+                return False
+            # Again at every poll once fired: DuckDB clears a pending interrupt when the next statement starts, so
+            # one landing between two statements would be lost.
+            self.reason = self.reason or reason
+            self.fired = True
+            self._con.interrupt()
             return True
-        every = max(1, round(PREEMPT_BUSY_POLL_S / PREEMPT_POLL_S))
-        if not self._was_busy and self._busy is not None and polls % every == 0 and self._busy():
-            self.reason = "today's load, which started"
-            return True
-        return False
 
-    def _watch(self) -> None:
-        polls = 0
+    def _watch_waiters(self) -> None:
         while not self._stop.wait(PREEMPT_POLL_S):
-            polls += 1
-            if self.fired or self._should_fire(polls):
-                with self._lock:
-                    if not self._active:
-                        return
-                    # Again at every poll once fired: DuckDB clears a pending interrupt when the next statement
-                    # starts, so one landing between two statements would be lost.
-                    self.fired = True
-                    self._con.interrupt()
+            if (self.fired or (self._waiters and announced_waiters(self._path))) and not self._fire(WAITER):
+                return
+
+    def _watch_runs(self) -> None:
+        assert self._started is not None
+        while not self._stop.wait(PREEMPT_BUSY_POLL_S):
+            if self._started():
+                self._fire(STARTED)
+                return  # the waiters' watch goes on interrupting
 
     def __enter__(self) -> Preemption:
-        if self._enabled and announced_waiters(self._path):
-            self.fired = True  # a waiter already there (hand_over timed out on it, or it just came): it goes first
-            self.reason = "a process waiting on the lock"
+        if self._waiters and announced_waiters(self._path):
+            self.fired, self.reason = True, WAITER  # one already there (hand_over timed out on it, or it just came)
             raise Preempted(f"gave up the hold of {self._path} to {self.reason}")
-        if self._enabled:
-            self._was_busy = self._busy is None or self._busy()
-            self._thread = threading.Thread(target=self._watch, name="atlasmart-preemption", daemon=True)
-            self._thread.start()
+        watches = [self._watch_waiters] + ([self._watch_runs] if self._started is not None else [])
+        for watch in watches:
+            thread = threading.Thread(target=watch, name="atlasmart-preemption", daemon=True)
+            thread.start()
+            self._threads.append(thread)
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
         with self._lock:
             self._active = False
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+        for thread in self._threads:
+            # A run storage read under way may take long (SQLite waits on its own locks): once inactive, nothing
+            # the thread does can touch the connection, so the hold does not wait for it.
+            thread.join(timeout=2 * PREEMPT_POLL_S)
         if self.fired and exc_type is None:
             raise Preempted(f"gave up the hold of {self._path} to {self.reason}")
         return False
@@ -249,22 +253,28 @@ def preemptible_hold(open_hold: Callable[[], contextlib.AbstractContextManager[d
                      stats: LockStats | None = None, give_way: GiveWay | None = None, *,
                      preemptible: bool = True) -> None:
     """One chunk of a long write: `body(con)` in one transaction on a hold from `open_hold()`. A backfill's
-    (`preemptible`): if a process announces it waits on `path` while the body runs, or today's load starts
-    (`give_way.busy()`), the statements are interrupted, the transaction rolls back, the backfill gives way (waits
-    while today's load runs), the lock goes to the waiters (hand_over) and the chunk starts again, up to PREEMPT_MAX
-    times; then it is held to the end. Today's load neither waits on a backfill's chunk (but for a poll and a
-    rollback) nor shares the cores with one. Not `preemptible` (today's load): held to the end."""
+    (`preemptible`): if a process announces it waits on `path` while the body runs, or today's load starts (a
+    current-lane run queued or started while none was when the attempt began: `give_way.busy()`), the statements
+    are interrupted, the transaction rolls back, the backfill gives way (waits while today's load runs), the lock
+    goes to the waiters (hand_over) and the chunk starts again: up to PREEMPT_MAX times for waiters and
+    PREEMPT_START_MAX for today's load starting, each counted apart; then it is held to the end. Today's load
+    neither waits on a backfill's chunk (but for a poll and a rollback) nor shares the cores with one. Not
+    `preemptible` (today's load): held to the end."""
     if not preemptible:
         with open_hold() as con, transaction(con):
             body(con)
         return
-    for attempt in range(PREEMPT_MAX + 1):
+    given_up = {WAITER: 0, STARTED: 0}
+    while True:
         guard: Preemption | None = None
+        started: Callable[[], bool] | None = None
+        # Asked before the hold is taken (a slow run storage must not lengthen it); unreadable counts as running.
+        if give_way is not None and given_up[STARTED] < PREEMPT_START_MAX and not give_way.busy(unreadable=True):
+            started = give_way.busy
         try:
             with open_hold() as con:
                 with transaction(con):
-                    guard = Preemption(con, path, enabled=attempt < PREEMPT_MAX,
-                                       busy=give_way.busy if give_way is not None else None)
+                    guard = Preemption(con, path, waiters=given_up[WAITER] < PREEMPT_MAX, started=started)
                     with guard:
                         body(con)
             return
@@ -273,6 +283,7 @@ def preemptible_hold(open_hold: Callable[[], contextlib.AbstractContextManager[d
             # chunk's own comes back on the next try, the last of which is never interrupted.
             if guard is None or not guard.fired:
                 raise
+        given_up[guard.reason] += 1
         if stats is not None:
             stats.preempted += 1
         if give_way is not None:

@@ -37,17 +37,20 @@ class Layer:
     candidate: str
     store: str | None = None
     derived: bool = False
+    kept: str | None = None  # a derived store's rows of versions it cannot compute (written before it was derived)
 
 
 LAYERS = (
     Layer("staged.order_lines", STAGED_COLUMNS, "history.staged_order_lines", "candidate.staged_order_lines",
           "versions.staged_order_lines"),
     Layer("fact.fct_order_lines", FACT_COLUMNS, "history.fct_order_lines", "candidate.fct_order_lines",
-          "versions.fct_order_lines", derived=True),
+          "versions.fct_order_lines", derived=True, kept="versions.fct_order_lines_unstaged"),
     Layer("mart.revenue_daily", MART_COLUMNS, "history.revenue_daily", "candidate.revenue_daily"),
 )
-# The stores a publish writes, retention prunes and an erasure clears.
+# The stores a publish writes; the tables retention, an abandoned publish and an erasure delete versions from.
 VERSIONED = tuple(layer for layer in LAYERS if layer.store and not layer.derived)
+STORE_TABLES = tuple(layer.store for layer in VERSIONED if layer.store) + tuple(
+    layer.kept for layer in LAYERS if layer.kept)
 COPIED = tuple(layer for layer in LAYERS if not layer.store)
 
 
@@ -232,9 +235,9 @@ def prune_versions(con: duckdb.DuckDBPyConnection, retain: int, part: Window) ->
     reader of the published tables sees this. Returns the rows dropped."""
     _keep(con, retain, part)
     dropped = 0
-    for layer in VERSIONED:
+    for table in STORE_TABLES:
         dropped += con.execute(
-            f"delete from {layer.store} v where v.partition_date between $start and $end "
+            f"delete from {table} v where v.partition_date between $start and $end "
             "and exists (select 1 from audit.publications p where p.partition_date = v.partition_date "
             "and p.publication_id = v.publication_id) and not exists (select 1 from keep k "
             "where k.partition_date = v.partition_date and k.publication_id = v.publication_id)",
@@ -279,8 +282,8 @@ def mark_abandoned(con: duckdb.DuckDBPyConnection, pub_ids: list[str]) -> None:
 
 def drop_version_rows(con: duckdb.DuckDBPyConnection, pub_id: str, part: Window) -> None:
     """Remove the written-ahead rows of `part` of a publication that never committed."""
-    for layer in VERSIONED:
-        con.execute(f"delete from {layer.store} where publication_id = $p and partition_date between $start and $end "
+    for table in STORE_TABLES:
+        con.execute(f"delete from {table} where publication_id = $p and partition_date between $start and $end "
                     "and publication_id not in (select publication_id from audit.publications)",
                     {"p": pub_id, **part.params})
 
@@ -298,8 +301,8 @@ def erase_earlier_versions(con: duckdb.DuckDBPyConnection, pub_id: str, days: di
     stay: who, when, why, hashes). Rolling back past this publication is then refused."""
     for day, requests in sorted(days.items()):
         params = {"d": dt.date.fromisoformat(day), "pub": pub_id}
-        for layer in VERSIONED:
-            con.execute(f"delete from {layer.store} where partition_date = $d and publication_id <> $pub", params)
+        for table in STORE_TABLES:
+            con.execute(f"delete from {table} where partition_date = $d and publication_id <> $pub", params)
         for layer in COPIED:
             con.execute(f"delete from {layer.history} where partition_date = $d", {"d": params["d"]})
         con.execute("update audit.publications set extract_json = $erased where partition_date = $d "
