@@ -65,11 +65,6 @@ class GiveWay:
         return time.monotonic() - started
 
 
-def give_way(instance: dg.DagsterInstance, max_s: float) -> GiveWay:
-    """A backfill's GiveWay on this instance, waiting up to `max_s` at a time."""
-    return GiveWay(instance, max_s)
-
-
 def backfill_threads(instance: dg.DagsterInstance, capped: int) -> int | None:
     """A backfill step's DuckDB threads: None (DuckDB's default, every core) where `yield_cores` re-decides the
     cores while the step works; elsewhere decided once, at the step's start: the cap while a current-lane run is

@@ -174,8 +174,8 @@ def test_a_backfills_published_checks_read_no_chunk_while_todays_load_runs(env, 
     timer.start()
     try:
         window, wh = Window.of("2026-09-18", "2026-09-20"), Warehouse()
-        verdicts = [published_fact_unique(wh, window, capacity.give_way(instance, max_s=60)),
-                    published_mart_matches_fact(wh, window, capacity.give_way(instance, max_s=60))]
+        verdicts = [published_fact_unique(wh, window, capacity.GiveWay(instance, max_s=60)),
+                    published_mart_matches_fact(wh, window, capacity.GiveWay(instance, max_s=60))]
     finally:
         timer.join()
     assert all(v.passed for v in verdicts)

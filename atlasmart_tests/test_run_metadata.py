@@ -105,7 +105,7 @@ def test_with_per_thread_cpu_sets_a_backfill_step_keeps_every_duckdb_thread(inst
 
 
 def test_a_backfill_waits_to_take_the_warehouse_while_a_current_lane_run_runs(instance) -> None:
-    wait = capacity.give_way(instance, max_s=120)
+    wait = capacity.GiveWay(instance, max_s=120)
     assert wait() < 1, "no current-lane run: no wait"
     run = running_current_run(instance)
     ender = threading.Timer(0.5, lambda: until_written(lambda: instance.report_run_failed(run)))
@@ -128,7 +128,7 @@ def test_a_run_storage_unreadable_for_a_moment_does_not_fail_the_backfill(instan
         return answer
 
     monkeypatch.setattr(capacity, "current_lane_active", flaky)
-    waited = capacity.give_way(instance, max_s=30)()
+    waited = capacity.GiveWay(instance, max_s=30)()
     assert 2 * capacity.POLL_S <= waited < 30, waited
     assert next(answers, "all asked") == "all asked"
 
@@ -137,9 +137,9 @@ def test_a_backfill_gives_way_for_a_bounded_time_only(instance) -> None:
     # A run record created but never launched stays NOT_STARTED for ever: it holds nobody up.
     instance.add_run(dg.DagsterRun(job_name="atlasmart_daily", run_id=str(uuid.uuid4()),
                                    status=dg.DagsterRunStatus.NOT_STARTED, tags=CURRENT_LANE_TAGS))
-    assert capacity.give_way(instance, max_s=120)() < 1
+    assert capacity.GiveWay(instance, max_s=120)() < 1
     running_current_run(instance)  # never ends
-    waited = capacity.give_way(instance, max_s=0.3)()
+    waited = capacity.GiveWay(instance, max_s=0.3)()
     assert 0.3 <= waited < 30, waited
 
 
@@ -173,7 +173,7 @@ def _chunk_beside_todays_load(instance: dg.DagsterInstance, warehouse: Path, sta
             deadline.cancel()
 
     preemptible_hold(lambda: open_file(warehouse, read_only=False, config={}, timeout_s=10), warehouse, chunk,
-                     stats, capacity.give_way(instance, max_s=30))
+                     stats, capacity.GiveWay(instance, max_s=30))
     return attempts, stats, interrupted
 
 

@@ -113,4 +113,4 @@ def step_capacity(context: dg.AssetExecutionContext, warehouse: Warehouse, scope
         threads, niceness,
         capacity.Lowered(lowered_by, context.instance, cfg.backfill_threads, cfg.backfill_give_way_s) if backfill
         else None,
-        capacity.give_way(context.instance, cfg.backfill_give_way_s) if backfill else None)
+        capacity.GiveWay(context.instance, cfg.backfill_give_way_s) if backfill else None)

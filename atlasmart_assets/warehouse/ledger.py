@@ -49,8 +49,7 @@ LAYERS = (
 )
 # The stores a publish writes; the tables retention, an abandoned publish and an erasure delete versions from.
 VERSIONED = tuple(layer for layer in LAYERS if layer.store and not layer.derived)
-STORE_TABLES = tuple(layer.store for layer in VERSIONED if layer.store) + tuple(
-    layer.kept for layer in LAYERS if layer.kept)
+STORE_TABLES = tuple(str(layer.store) for layer in VERSIONED) + tuple(layer.kept for layer in LAYERS if layer.kept)
 COPIED = tuple(layer for layer in LAYERS if not layer.store)
 
 
