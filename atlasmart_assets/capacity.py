@@ -125,8 +125,6 @@ def can_pin() -> bool:
     return True
 
 
-# What `yield_cores` or a paused scratch process did: time on fewer cores, how often, time paused.
-CoreYield = pausable.Pauses
 
 
 def _thread_ids(pid: int | str = "self") -> set[int]:
@@ -158,12 +156,12 @@ def _restore(cpus: set[int]) -> None:
 
 
 @contextlib.contextmanager
-def yield_cores(instance: dg.DagsterInstance | None, cores: int) -> Iterator[CoreYield]:
+def yield_cores(instance: dg.DagsterInstance | None, cores: int) -> Iterator[pausable.Pauses]:
     """While the body runs, this process (DuckDB's worker threads included) keeps to `cores` of its CPUs whenever a
     current-lane run is queued, starting or started, and has all of them back as soon as none is. A watcher thread
     checks the run records every WATCH_S; every thread of the process gets all its CPUs back on exit. Without an
     `instance` (today's load), without per-thread CPU sets, or with no more CPUs than `cores`, it does nothing."""
-    done = CoreYield()
+    done = pausable.Pauses()
     allowed = set(os.sched_getaffinity(0)) if instance is not None and can_pin() else set()
     if len(allowed) <= cores:
         yield done
@@ -215,13 +213,13 @@ class Lowered:
     instance: dg.DagsterInstance | None = None
     cores: int = 1
     max_pause_s: float = 0.0
-    yielded: CoreYield = field(default_factory=CoreYield)
+    yielded: pausable.Pauses = field(default_factory=pausable.Pauses)
 
     def run(self, work: Callable[[], T], log: Callable[[str], None] | None = None) -> T:
         """`work()` lowered. Lines it logs through `pausable.relayed(log)` reach `log`, from a child too."""
         if self.instance is not None and self.max_pause_s > 0 and pausable.AVAILABLE:
             return self._run_paused(work, log)
-        done = CoreYield()
+        done = pausable.Pauses()
         try:
             with yield_cores(self.instance, self.cores) as done:
                 return run_lowered(self.nice, work)
