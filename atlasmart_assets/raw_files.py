@@ -5,10 +5,12 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import duckdb
 
@@ -42,6 +44,7 @@ class RawFile:
     path: Path
     sha256: str
     manifest: dict[str, Any]
+    read_back: bool = False  # already loaded from this very file: its lines come from the warehouse, not a parse
 
     @property
     def controls(self) -> list[float]:
@@ -84,6 +87,12 @@ def sha256_of(path: Path) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def fingerprints(paths: list[Path], threads: int | None = None) -> dict[Path, str]:
+    """The sha256 of each file, several at a time (hashlib and the reads release the GIL)."""
+    with ThreadPoolExecutor(max_workers=max(1, threads or os.cpu_count() or 1)) as pool:
+        return dict(zip(paths, pool.map(sha256_of, paths)))
 
 
 BATCH_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -202,26 +211,56 @@ def _manifest(path: Path, partition: str, text: str, first: bool) -> dict[str, A
     return {**manifest, "kind": kind}
 
 
-def load_window(con: duckdb.DuckDBPyConnection, raw_dir: Path, window: Window) -> list[RawFile]:
-    """Fingerprint and parse every landing batch of the window into the scratch tables candidate.raw_lines
-    (one row per record, with its batch) and candidate.raw_batches (one row per batch)."""
+def _loaded_file(partition: str, path: Path, sha256: str, seen: Mapping[str, Any]) -> RawFile:
+    """A batch already loaded from a byte-identical file: its manifest as recorded when it was loaded."""
+    manifest = {"partition": partition, "extraction_batch": seen["batch_id"], "kind": seen["kind"],
+                "source_high_sequence": int(seen["source_high_sequence"]), "records": int(seen["records"]),
+                "controls": dict(zip(CONTROL_NAMES, json.loads(seen["controls"]))),
+                "extracted_at": seen["extracted_at"]}
+    return RawFile(partition, path, sha256, manifest, read_back=True)
+
+
+def load_window(con: duckdb.DuckDBPyConnection, raw_dir: Path, window: Window,
+                loaded: Mapping[str, Mapping[str, Any]] | None = None,
+                threads: int | None = None) -> list[RawFile]:
+    """Fingerprint every landing batch of the window and parse it into the scratch tables candidate.raw_lines (one
+    row per record, with its batch) and candidate.raw_batches (one row per batch). Except a batch `read_back`:
+    `loaded` (the warehouse's record of each loaded batch, by file, with the rows it holds) says its file has the
+    sha256 it was loaded with and every one of its lines is in the warehouse; its lines are the caller's to read
+    back (candidate.reused_batches lists them)."""
     paths = _locate(raw_dir, window)
-    files = [str(p) for p in paths]
-    try:
-        headers = dict(con.execute(sql.text("raw_manifests"), {"files": files}).fetchall())
-        con.execute(f"create or replace table candidate.raw_lines as {sql.text('raw_lines')}", {"files": files})
-    except duckdb.Error as exc:
-        raise _explain_parse_failure(paths, exc) from exc
+    shas = fingerprints(list(paths), threads)
+    reused = {path: _loaded_file(key, path, shas[path], seen) for path, key in paths.items()
+              for seen in [(loaded or {}).get(str(path))]
+              if seen and seen["sha256"] == shas[path] and seen["loaded_rows"] == seen["records"]}
+    parse = {path: key for path, key in paths.items() if path not in reused}
+    con.execute(sql.text("raw_lines_table"))
+    headers: dict[str, str] = {}
+    if parse:
+        files = [str(p) for p in parse]
+        try:
+            headers = dict(con.execute(sql.text("raw_manifests"), {"files": files}).fetchall())
+            con.execute(f"insert into candidate.raw_lines by name {sql.text('raw_lines')}", {"files": files})
+        except duckdb.Error as exc:
+            raise _explain_parse_failure(parse, exc) from exc
     out = []
     for path, key in paths.items():
+        if path in reused:
+            out.append(reused[path])
+            continue
         first = path == path_for(raw_dir, key)
-        out.append(RawFile(key, path, sha256_of(path), _manifest(path, key, headers.get(str(path), ""), first)))
-    seen: dict[tuple[str, str], Path] = {}
+        out.append(RawFile(key, path, shas[path], _manifest(path, key, headers.get(str(path), ""), first)))
+    seen_batches: dict[tuple[str, str], Path] = {}
     for rf in out:
-        other = seen.setdefault((rf.partition, rf.batch_id), rf.path)
+        other = seen_batches.setdefault((rf.partition, rf.batch_id), rf.path)
         if other != rf.path:
             raise RawInputError(rf.path, rf.partition, f"extraction_batch {rf.batch_id!r} is also {other}")
     record_batches(con, out)
+    con.execute("create or replace table candidate.reused_batches (partition_date date, batch_id varchar, "
+                "file varchar)")
+    if reused:
+        con.executemany("insert into candidate.reused_batches values (?, ?, ?)",
+                        [(dt.date.fromisoformat(f.partition), f.batch_id, str(f.path)) for f in reused.values()])
     return out
 
 
@@ -287,8 +326,11 @@ def profile(con: duckdb.DuckDBPyConnection, raw_files: list[RawFile]) -> tuple[d
                                                           sorted(day_files, key=lambda f: f.high_sequence)]}
         expected = [float(x) for x in rf.controls]
         if controls != expected:
+            read_back = [f.batch_id for f in day_files if f.read_back]
             findings.append(Finding(
                 "raw_order_lines_match_manifest", day, rf.path,
                 f"manifest says controls={expected} for the day as of batch {rf.batch_id}, the merged batches "
-                f"({len(day_files)}) give controls={controls}"))
+                f"({len(day_files)}) give controls={controls}"
+                + (f" (the lines of {', '.join(read_back)} were read from raw.order_lines, as loaded from these "
+                   "very files: the warehouse's copy differs from its manifest)" if read_back else "")))
     return figures, findings

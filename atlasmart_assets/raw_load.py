@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterator
 
 import duckdb
 
-from atlasmart_assets import capacity, pausable, raw_files
+from atlasmart_assets import capacity, pausable, raw_files, sql
 from atlasmart_assets.audits import Audit
 from atlasmart_assets.contract import RAW_ORDER_LINES
 from atlasmart_assets.progress import Progress
@@ -21,6 +21,7 @@ from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunScope
 from atlasmart_assets.warehouse import ledger
 from atlasmart_assets.warehouse.connection import GiveWay, LockStats, attach, hand_over, preemptible_hold
+from atlasmart_assets.window import Window
 
 FILE_READABLE = "raw_order_lines_file_readable"
 REQUIRED_FIELDS = "raw_order_lines_required_fields_present"
@@ -85,41 +86,75 @@ def _audits(findings: list[Finding], files: list[RawFile]) -> list[Audit]:
 PHASES = (("parse", 0.5), ("profile", 0.25), ("append", 0.25))
 
 
-def _parse_and_profile(wh: Warehouse, scope: RunScope, threads: int | None,
-                       progress: Progress) -> tuple[list[RawFile], dict[str, dict[str, Any]], list[Finding]]:
-    """The window's files parsed and profiled in the run's scratch (no warehouse hold)."""
+def _parse(wh: Warehouse, scope: RunScope, threads: int | None,
+           loaded: dict[str, dict[str, Any]]) -> list[RawFile]:
+    """The window's files fingerprinted, and those not loaded yet parsed, in the run's scratch (no warehouse hold)."""
     con = wh.open_scratch(scope.run.run_id, threads)
     try:
-        files = raw_files.load_window(con, wh.settings.raw_dir, scope.window)
-        progress.done("parse", f"{len(files)} batch file(s)")
+        return raw_files.load_window(con, wh.settings.raw_dir, scope.window, loaded, threads)
+    finally:
+        con.close()
+
+
+def _profile(wh: Warehouse, scope: RunScope, threads: int | None, files: list[RawFile],
+             progress: Progress) -> tuple[dict[str, dict[str, Any]], list[Finding]]:
+    """The window's records profiled and merged in the run's scratch (no warehouse hold)."""
+    con = wh.open_scratch(scope.run.run_id, threads)
+    try:
         figures, findings = raw_files.profile(con, files)
         progress.done("profile", f"{sum(int(f['records']) for f in figures.values()):,} records, "
                                  f"{len(findings)} finding(s)")
-        return files, figures, findings
+        return figures, findings
     finally:
         con.close()
+
+
+def _read_back(wh: Warehouse, run_id: str, reused: list[RawFile], stats: LockStats,
+               give_way: GiveWay | None) -> None:
+    """The lines of batches already loaded from byte-identical files, copied from raw.order_lines into the run's
+    scratch, a chunk of days per short read (a reader blocks today's publish as a writer would: a backfill's gives
+    way before each chunk, as its appends do)."""
+    days, step = sorted({f.partition for f in reused}), wh.settings.chunk_days
+    for start in range(0, len(days), step):
+        if give_way is not None and len(days) > step:
+            stats.gave_way.append(give_way())
+        if start:
+            hand_over(wh.settings.warehouse_path)
+        part = days[start:start + step]
+        with wh.reader(stats=stats) as con:
+            attach(con, wh.scratch_path(run_id), "s")
+            con.execute(sql.text("raw_lines_loaded"), Window.of(part[0], part[-1]).params)
+            con.execute("detach s")
 
 
 def load(wh: Warehouse, scope: RunScope, threads: int | None = None,
          log: Callable[[str], None] | None = None, give_way: GiveWay | None = None,
          lowered: capacity.Lowered | None = None) -> RawLoad:
     """Audit the window's raw files and append those not loaded yet; nothing is written if an audit fails.
-    A backfill's parse and profile run `lowered` (lower CPU priority, fewer cores beside today's load; the appends,
-    which hold the warehouse, do not), and its `give_way` is called before each chunk's hold: it waits while
-    today's load runs."""
+    A batch already loaded from a byte-identical file (same sha256, every line loaded) is not parsed again: its
+    lines are read back from the warehouse, and every audit runs on them as on a parsed file's.
+    A backfill's parse and profile run `lowered` (lower CPU priority, fewer cores beside today's load; the reads
+    and appends, which hold the warehouse, do not), and its `give_way` is called before each chunk's hold: it
+    waits while today's load runs."""
     progress = Progress(pausable.relayed(log), f"raw {scope.window}", PHASES)
     stats = LockStats()
     run_id = scope.run.run_id
+    scratch_work = lowered or capacity.Lowered()
+    with wh.reader(stats=stats) as rcon:
+        first_seen = ledger.loaded_batches(rcon, scope.window)
+    by_file = {str(seen["file"]): seen for seen in first_seen.values()}
     try:
-        files, figures, findings = (lowered or capacity.Lowered()).run(
-            lambda: _parse_and_profile(wh, scope, threads, progress), log=log)
-        progress.finished("parse", "profile")  # logged by the child's copy when the work ran in a child
+        files = scratch_work.run(lambda: _parse(wh, scope, threads, by_file), log=log)
     except raw_files.RawInputError as exc:
         progress.end("parse", f"refused by {FILE_READABLE}: {exc.path}; nothing appended")
         finding = Finding(FILE_READABLE, exc.partition, exc.path, exc.problem)
         return RawLoad(_audits([finding], []), [], {}, [], stats)
-    with wh.reader(stats=stats) as rcon:
-        first_seen = ledger.loaded_batches(rcon, scope.window)
+    read_back = [f for f in files if f.read_back]
+    _read_back(wh, run_id, read_back, stats, give_way)
+    progress.done("parse", f"{len(files)} batch file(s): {len(files) - len(read_back)} parsed, {len(read_back)} "
+                           "already loaded from identical files read back from the warehouse")
+    figures, findings = scratch_work.run(lambda: _profile(wh, scope, threads, files, progress), log=log)
+    progress.finished("profile")  # logged by the child's copy when the work ran in a child
     findings += _immutability(files, first_seen)
     audits = _audits(findings, files)
     if any(a.blocks for a in audits):

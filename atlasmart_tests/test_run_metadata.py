@@ -244,8 +244,8 @@ def test_a_long_backfill_gives_way_before_each_warehouse_hold(env, instance, mon
     assert appended[-1].endswith("done"), appended[-1]
     assert [m.split("chunk ")[1][:3] for m in written] == ["1/4", "2/4", "3/4", "4/4"], written
     assert "(2026-09-01..2026-09-05)" in written[0] and all("to go" in m for m in written), written
-    # The parse ran in the paused child process: its progress line still reached the run's log.
-    assert any("[1/3] parse:" in m for m in logs), logs
+    # The profile ran in the paused child process: its progress line still reached the run's log.
+    assert any("[2/3] profile:" in m for m in logs), logs
     if pausable.AVAILABLE:
         for key in (["raw", "order_lines"], ["fact", "fct_order_lines"]):
             assert _newest_figures(instance, key)["scratch_paused_s"].value >= 0.2, key

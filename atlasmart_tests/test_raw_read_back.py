@@ -1,0 +1,128 @@
+"""A batch already loaded from a byte-identical file is read back from the warehouse instead of parsed again
+(a year's re-publish parses nothing): the read-back lines equal the parsed ones, every audit still runs on them,
+and anything that differs from what was loaded is parsed again."""
+
+import datetime as dt
+
+import duckdb
+
+from atlasmart_assets import generate, raw_files, raw_load, sql
+from atlasmart_assets.resources import Warehouse
+from atlasmart_assets.warehouse import ledger
+from atlasmart_assets.warehouse.connection import LockStats
+from atlasmart_assets.window import Window
+from atlasmart_tests import state
+
+WINDOW = ("2026-09-01", "2026-09-10")
+BF = {"dagster/backfill": "bf-read-back"}
+
+
+def _logs(instance, result) -> list[str]:  # noqa: ANN001
+    return [e.user_message for e in instance.all_logs(result.run_id) if e.user_message]
+
+
+def _parse_line(instance, result) -> str:  # noqa: ANN001
+    [line] = [m for m in _logs(instance, result) if "] parse:" in m]
+    return line
+
+
+def _raw_lines(wh: Warehouse, run_id: str) -> list[tuple]:
+    con = wh.open_scratch(run_id)
+    try:
+        return con.execute("select * from candidate.raw_lines order by all").fetchall()
+    finally:
+        con.close()
+
+
+def test_read_back_lines_equal_the_parsed_lines(env, instance) -> None:
+    from atlasmart_assets.lab import run_chain
+
+    assert run_chain(instance, *WINDOW).success
+    wh, window = Warehouse(), Window.of(*WINDOW)
+    with wh.reader() as con:
+        loaded = {str(s["file"]): s for s in ledger.loaded_batches(con, window).values()}
+    con = wh.open_scratch("parsed")
+    try:
+        parsed_files = raw_files.load_window(con, env.raw_dir, window)
+    finally:
+        con.close()
+    con = wh.open_scratch("read-back")
+    try:
+        files = raw_files.load_window(con, env.raw_dir, window, loaded)
+    finally:
+        con.close()
+    reused = [f for f in files if f.read_back]
+    assert not any(f.read_back for f in parsed_files) and len(reused) == len(files) == len(parsed_files) == 10
+    assert _raw_lines(wh, "read-back") == [], "nothing was parsed"
+    raw_load._read_back(wh, "read-back", reused, LockStats(), None)
+    parsed = _raw_lines(wh, "parsed")
+    assert len(parsed) > 0 and _raw_lines(wh, "read-back") == parsed, "the same records, column for column"
+    assert [(f.partition, f.batch_id, f.sha256, f.kind, f.high_sequence, f.controls, f.manifest["records"],
+             f.manifest.get("extracted_at")) for f in files] == \
+        [(f.partition, f.batch_id, f.sha256, f.kind, f.high_sequence, f.controls, f.manifest["records"],
+          f.manifest.get("extracted_at")) for f in parsed_files], "the same manifests"
+
+
+def test_the_scratch_table_has_the_parsed_columns(env) -> None:
+    con = duckdb.connect()
+    try:
+        con.execute("create schema candidate")
+        con.execute(sql.text("raw_lines_table"))
+        table = con.execute("describe candidate.raw_lines").fetchall()
+        parsed = con.execute(f"describe {sql.text('raw_lines')}",
+                             {"files": [str(raw_files.path_for(env.raw_dir, WINDOW[0]))]}).fetchall()
+    finally:
+        con.close()
+    assert [r[:2] for r in table] == [r[:2] for r in parsed]
+
+
+def test_a_rerun_parses_only_what_is_new(env, instance) -> None:
+    from atlasmart_assets.lab import run_chain
+
+    first = run_chain(instance, *WINDOW)
+    assert first.success and "10 batch file(s): 10 parsed, 0 already loaded" in _parse_line(instance, first)
+    content = state.content(env)
+    again = run_chain(instance, *WINDOW, BF)
+    assert again.success, state.failure_text(again)
+    assert "10 batch file(s): 0 parsed, 10 already loaded" in _parse_line(instance, again)
+    assert state.content(env) == content, "read back, the same evidence publishes the same content"
+
+    day = dt.date.fromisoformat("2026-09-04")
+    generate.late_delta(env.raw_dir, day, "B-2026-09-04-02", new=2, restate=1, retract=1)
+    late = run_chain(instance, *WINDOW, {**BF, "dagster/backfill": "bf-late"})
+    assert late.success, state.failure_text(late)
+    assert "11 batch file(s): 1 parsed, 10 already loaded" in _parse_line(instance, late)
+    [(n,)] = state.table_rows(env, "(select count(*) from raw.order_lines where extraction_batch = 'B-2026-09-04-02')")
+    assert n == 4, "the new batch was appended"
+
+
+def test_a_batch_missing_lines_in_the_warehouse_is_parsed_and_loaded_again(env, instance) -> None:
+    from atlasmart_assets.lab import run_chain
+
+    assert run_chain(instance, *WINDOW).success
+    with Warehouse().writer() as con:
+        records = con.execute("select count(*) from raw.order_lines where partition_date = '2026-09-05'").fetchone()[0]
+        con.execute("delete from raw.order_lines where partition_date = '2026-09-05' and line_id in "
+                    "(select line_id from raw.order_lines where partition_date = '2026-09-05' limit 3)")
+    again = run_chain(instance, *WINDOW, BF)
+    assert again.success, state.failure_text(again)
+    assert "10 batch file(s): 1 parsed, 9 already loaded" in _parse_line(instance, again)
+    [(n,)] = state.table_rows(env, "(select count(*) from raw.order_lines where partition_date = '2026-09-05')")
+    assert n == records, "the batch's lines are whole again"
+
+
+def test_every_audit_runs_on_read_back_lines(env, instance) -> None:
+    """A loaded line changed in the warehouse (its batch file unchanged) no longer gives the manifest's controls:
+    read back, it is refused as a parsed file would be, and nothing published moves."""
+    from atlasmart_assets.lab import run_chain
+
+    assert run_chain(instance, *WINDOW).success
+    with Warehouse().writer() as con:
+        con.execute("update raw.order_lines set unit_price = unit_price + 1 where partition_date = '2026-09-06' "
+                    "and line_id = (select min(line_id) from raw.order_lines where partition_date = '2026-09-06')")
+    before = state.snapshot(env)
+    result = run_chain(instance, *WINDOW, BF)
+    text = state.failure_text(result)
+    assert not result.success and "raw_order_lines_match_manifest" in text and "2026-09-06" in text, text
+    assert "read from raw.order_lines" in text, "the finding says the warehouse's copy differs, not the file"
+    assert state.snapshot(env) == before
