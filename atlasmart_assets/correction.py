@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import duckdb
 
-from atlasmart_assets import audits, candidates, capacity, failpoints, reference, sql
+from atlasmart_assets import audits, candidates, capacity, failpoints, raw_load, reference, sql
 from atlasmart_assets.audits import Audit
 from atlasmart_assets.contract import CODE_VERSION, FCT_ORDER_LINES, REVENUE_DAILY, STAGED_ORDER_LINES
 from atlasmart_assets.progress import Progress
@@ -74,20 +74,30 @@ def has_table(con: duckdb.DuckDBPyConnection, schema: str, name: str) -> bool:
                             "and table_name = $n", {"s": schema, "n": name}).fetchone()[0])
 
 
-def _read_published(wh: Warehouse, scope: RunScope, stats: LockStats, need_raw: bool) -> dict[str, Current]:
-    """One short read: the current publication of the window (and its loaded evidence, if this run did not parse
-    the raw files itself)."""
+def _read_published(wh: Warehouse, scope: RunScope, stats: LockStats, need_raw: bool,
+                    give_way: GiveWay | None) -> dict[str, Current]:
+    """One short read: the current publication of the window. And if this run did not parse the raw files itself,
+    its loaded evidence: the batches in that read, their lines a chunk of days per short read after it (a year's
+    lines took 4 s in one)."""
+    run_id = scope.run.run_id
     with wh.reader(stats=stats) as con:
         current = ledger.current(con, scope.window)
         if need_raw:
-            attach(con, wh.scratch_path(scope.run.run_id), "s")
+            attach(con, wh.scratch_path(run_id), "s")
             con.execute("create schema if not exists s.candidate")
-            con.execute("create or replace table s.candidate.raw_lines as select * from raw.order_lines "
-                        "where partition_date between $start and $end", scope.window.params)
             con.execute("create or replace table s.candidate.raw_batches as select partition_date, batch_id, file, "
                         "kind, source_high_sequence, records, controls, extracted_at, sha256 from raw.batches "
                         "where partition_date between $start and $end", scope.window.params)
+            con.execute("create or replace table s.candidate.reused_batches as select partition_date, batch_id, "
+                        "file from s.candidate.raw_batches")
             con.execute("detach s")
+    if need_raw:
+        con = wh.open_scratch(run_id)
+        try:
+            con.execute(sql.text("raw_lines_table"))
+        finally:
+            con.close()
+        raw_load.read_back(wh, run_id, scope.window.keys, stats, give_way)
     return current
 
 
@@ -249,7 +259,7 @@ def correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool],
             need_raw = not has_table(con, "candidate", "raw_lines")
         finally:
             con.close()
-        current = _read_published(wh, scope, stats, need_raw)
+        current = _read_published(wh, scope, stats, need_raw, give_way)
         progress.done("read", f"{len(current)} published day(s) of {len(scope.window.keys)}"
                       + ("; raw evidence copied from the warehouse" if need_raw else ""))
         # The scratch work runs lowered for a backfill; the warehouse holds (the cross-day lookup, the publish)

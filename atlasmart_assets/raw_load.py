@@ -109,12 +109,11 @@ def _profile(wh: Warehouse, scope: RunScope, threads: int | None, files: list[Ra
         con.close()
 
 
-def _read_back(wh: Warehouse, run_id: str, reused: list[RawFile], stats: LockStats,
-               give_way: GiveWay | None) -> None:
-    """The lines of batches already loaded from byte-identical files, copied from raw.order_lines into the run's
-    scratch, a chunk of days per short read (a reader blocks today's publish as a writer would: a backfill's gives
-    way before each chunk, as its appends do)."""
-    days, step = sorted({f.partition for f in reused}), wh.settings.chunk_days
+def read_back(wh: Warehouse, run_id: str, days: list[str], stats: LockStats, give_way: GiveWay | None) -> None:
+    """The lines of the batches the run's scratch lists in candidate.reused_batches, copied from raw.order_lines
+    into its candidate.raw_lines, a chunk of `days` per short read (a reader keeps today's publish out as a writer
+    would: a backfill's gives way before each chunk, as its appends do)."""
+    days, step = sorted(days), wh.settings.chunk_days
     for start in range(0, len(days), step):
         if give_way is not None and len(days) > step:
             stats.gave_way.append(give_way())
@@ -149,9 +148,9 @@ def load(wh: Warehouse, scope: RunScope, threads: int | None = None,
         progress.end("parse", f"refused by {FILE_READABLE}: {exc.path}; nothing appended")
         finding = Finding(FILE_READABLE, exc.partition, exc.path, exc.problem)
         return RawLoad(_audits([finding], []), [], {}, [], stats)
-    read_back = [f for f in files if f.read_back]
-    _read_back(wh, run_id, read_back, stats, give_way)
-    progress.done("parse", f"{len(files)} batch file(s): {len(files) - len(read_back)} parsed, {len(read_back)} "
+    loaded = [f for f in files if f.read_back]
+    read_back(wh, run_id, sorted({f.partition for f in loaded}), stats, give_way)
+    progress.done("parse", f"{len(files)} batch file(s): {len(files) - len(loaded)} parsed, {len(loaded)} "
                            "already loaded from identical files read back from the warehouse")
     figures, findings = scratch_work.run(lambda: _profile(wh, scope, threads, files, progress), log=log)
     progress.finished("profile")  # logged by the child's copy when the work ran in a child
@@ -196,16 +195,21 @@ def _append(wh: Warehouse, run_id: str, to_load: list[RawFile], stats: LockStats
                              [(dt.date.fromisoformat(f.partition), f.batch_id) for f in to_load])
             yield wcon
 
+    # The range lets both statements skip the row groups of other days (min/max per row group), instead of
+    # joining every row of the window's scratch and of raw.order_lines in each chunk.
+    span = Window.of(min(f.partition for f in to_load), max(f.partition for f in to_load)).params
+
     def append(wcon: duckdb.DuckDBPyConnection) -> None:
         wcon.execute("delete from raw.order_lines r using loading l where r.partition_date = l.partition_date "
-                     "and r.extraction_batch = l.extraction_batch")
+                     "and r.extraction_batch = l.extraction_batch and r.partition_date between $start and $end",
+                     span)
         wcon.execute(
             "insert into raw.order_lines (partition_date, line_id, order_id, customer_id, sku, quantity, "
             "unit_price, unit_cost, event_time, source_sequence, extraction_batch, op) "
             "select c.partition_date, line_id, order_id, customer_id, sku, quantity, unit_price, unit_cost, "
             "event_time, source_sequence, c.extraction_batch, op from s.candidate.raw_lines c "
             "semi join loading l on c.partition_date = l.partition_date "
-            "and c.extraction_batch = l.extraction_batch")
+            "and c.extraction_batch = l.extraction_batch where c.partition_date between $start and $end", span)
         ledger.record_batches(wcon, [_batch_row(f, run_id) for f in to_load])
 
     preemptible_hold(hold, wh.settings.warehouse_path, append, stats, give_way, preemptible=give_way is not None)

@@ -54,7 +54,7 @@ def test_read_back_lines_equal_the_parsed_lines(env, instance) -> None:
     reused = [f for f in files if f.read_back]
     assert not any(f.read_back for f in parsed_files) and len(reused) == len(files) == len(parsed_files) == 10
     assert _raw_lines(wh, "read-back") == [], "nothing was parsed"
-    raw_load._read_back(wh, "read-back", reused, LockStats(), None)
+    raw_load.read_back(wh, "read-back", [f.partition for f in reused], LockStats(), None)
     parsed = _raw_lines(wh, "parsed")
     assert len(parsed) > 0 and _raw_lines(wh, "read-back") == parsed, "the same records, column for column"
     assert [(f.partition, f.batch_id, f.sha256, f.kind, f.high_sequence, f.controls, f.manifest["records"],
@@ -126,3 +126,30 @@ def test_every_audit_runs_on_read_back_lines(env, instance) -> None:
     assert not result.success and "raw_order_lines_match_manifest" in text and "2026-09-06" in text, text
     assert "read from raw.order_lines" in text, "the finding says the warehouse's copy differs, not the file"
     assert state.snapshot(env) == before
+
+
+def test_a_correction_without_its_raw_step_reads_the_evidence_back_a_chunk_at_a_time(env, instance,
+                                                                                    monkeypatch) -> None:
+    """A run of the correction alone (no raw step parsed into its scratch) reads the window's loaded lines back
+    in one short read per chunk of days, and publishes what the whole chain published."""
+    from atlasmart_assets.correction import correct
+    from atlasmart_assets.lab import run_chain
+    from atlasmart_assets.scope import RunInfo, RunScope
+
+    monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "3")
+    assert run_chain(instance, *WINDOW).success
+    content = state.content(env)
+    wh = Warehouse()
+    reads = []
+    real_reader = Warehouse.reader
+
+    def counting_reader(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        reads.append(1)
+        return real_reader(self, *args, **kwargs)
+
+    monkeypatch.setattr(Warehouse, "reader", counting_reader)
+    scope = RunScope(Window.of(*WINDOW), RunInfo("correction-alone", "bf-alone"), "backfill", "2026-09-21", None)
+    outcome = correct(wh, scope, lambda _: True)
+    assert outcome.publication is not None, [a.description for a in outcome.refused]
+    assert len(reads) >= 1 + 4, "the current publication, then 10 days of lines in chunks of 3"
+    assert state.content(env) == content
