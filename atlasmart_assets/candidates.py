@@ -51,8 +51,15 @@ class Evidence:
 
 
 def merge_evidence(con: duckdb.DuckDBPyConnection) -> None:
-    """candidate.merged_lines from candidate.raw_lines and candidate.raw_batches."""
-    con.execute(f"create or replace table candidate.merged_lines as {sql.text('merged_lines')}")
+    """candidate.merged_lines from candidate.raw_lines and candidate.raw_batches: a view of the records that win,
+    over the table of the few that lose (candidate.raw_lines is not changed after the merge: the view reads it by
+    rowid)."""
+    con.execute(f"create or replace table candidate.merge_losers as {sql.text('merge_losers')}")
+    # A scratch written by an earlier release (a step retried across an upgrade) holds the merged lines as a table.
+    if con.execute("select count(*) from information_schema.tables where table_schema = 'candidate' "
+                   "and table_name = 'merged_lines' and table_type = 'BASE TABLE'").fetchone()[0]:
+        con.execute("drop table candidate.merged_lines")
+    con.execute(f"create or replace view candidate.merged_lines as {sql.text('merged_lines')}")
 
 
 def evidence(con: duckdb.DuckDBPyConnection, window: Window) -> dict[str, Evidence]:

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 import duckdb
 
-from atlasmart_assets import sql
+from atlasmart_assets import candidates, sql
 from atlasmart_assets.contract import CONTROL_NAMES
 from atlasmart_assets.window import Window
 
@@ -314,7 +314,7 @@ def profile(con: duckdb.DuckDBPyConnection, raw_files: list[RawFile]) -> tuple[d
                                 f"line {line_id} at source_sequence {sequence} has different content in "
                                 f"{' and '.join(files) if len(files) > 1 else files[0] + ' (twice)'}: which one wins "
                                 "is not determined"))
-    con.execute(f"create or replace table candidate.merged_lines as {sql.text('merged_lines')}")
+    candidates.merge_evidence(con)
     merged = {r[0].isoformat(): r[1:] for r in con.execute(sql.text("day_controls")).fetchall()}
     figures: dict[str, dict[str, Any]] = {}
     for day, rf in sorted(target(raw_files).items()):

@@ -144,14 +144,14 @@ def test_the_ui_sees_a_new_batch_as_a_new_data_version_of_that_day_only(env, ins
 
 @pytest.mark.parametrize("seed", range(6))
 def test_the_merge_sql_equals_the_python_rules_on_random_batch_sets(seed: int) -> None:
-    """merged_lines.sql (one window over every line; retraction by snapshot only on days with several batches)
-    against evidence.merge on random days: one batch or several, repeats inside a batch, retractions, snapshots
-    that drop lines."""
+    """merge_losers.sql and merged_lines.sql (the lines held by several records ranked; retraction by snapshot only
+    on days with several batches) against evidence.merge on random days: one batch or several, repeats inside a
+    batch, retractions, snapshots that drop lines."""
     import random
 
     import duckdb
 
-    from atlasmart_assets import sql
+    from atlasmart_assets import candidates
 
     rng = random.Random(seed)
     con = duckdb.connect()
@@ -180,8 +180,9 @@ def test_the_merge_sql_equals_the_python_rules_on_random_batch_sets(seed: int) -
         expected[day] = {(k, v["source_sequence"]) for k, v in evidence.merge(
             sorted(batches, key=lambda x: x.source_high_sequence)).items()}
     got: dict[str, set[tuple[str, int]]] = {day: set() for day in expected}
+    candidates.merge_evidence(con)
     for day, line_id, sequence in con.execute(
-            f"select partition_date::varchar, line_id, source_sequence from ({sql.text('merged_lines')})").fetchall():
+            "select partition_date::varchar, line_id, source_sequence from candidate.merged_lines").fetchall():
         got[day].add((line_id, sequence))
     assert got == expected
 
@@ -233,3 +234,23 @@ def test_the_merge_conflicts_sql_finds_exactly_the_keys_whose_records_differ(see
     ).fetchall()}
     assert expected, "the random days hold no conflict: the test would prove nothing"
     assert got == expected
+
+
+def test_the_merge_replaces_merged_lines_an_earlier_release_wrote_as_a_table() -> None:
+    """A step retried across an upgrade finds the run's scratch as the earlier release left it, where the merged
+    lines were a table: the merge replaces it with the view instead of failing."""
+    import duckdb
+
+    from atlasmart_assets import candidates
+
+    con = duckdb.connect()
+    con.execute("create schema candidate")
+    con.execute("create table candidate.raw_lines as select date '2026-09-01' as partition_date, 'B' as "
+                "extraction_batch, 'upsert' as op, 'L1' as line_id, 1 as source_sequence")
+    con.execute("create table candidate.raw_batches as select date '2026-09-01' as partition_date, 'B' as batch_id, "
+                "'snapshot' as kind, 1 as source_high_sequence")
+    con.execute("create table candidate.merged_lines as select * from candidate.raw_lines where false")
+    candidates.merge_evidence(con)
+    assert con.execute("select table_type from information_schema.tables where table_name = 'merged_lines'"
+                       ).fetchone()[0] == "VIEW"
+    assert con.execute("select line_id from candidate.merged_lines").fetchall() == [("L1",)]

@@ -1,63 +1,6 @@
--- The day's evidence: its landing batches merged. Per line_id the record with the highest source_sequence wins;
--- a winning `delete` retracts the line; a snapshot batch retracts every line it does not contain whose latest
--- record is older than the snapshot's source_high_sequence. Only days with several batches can retract by
--- snapshot (a day's only batch holds every line of the day).
--- The tables are named in each branch, not through a shared CTE: DuckDB fans a CTE with several consumers out
--- as one stream, and the window over 7.3 M rows then ran 2-3x slower than on its own scan (measured on a year).
-with several_batches as (
-    select partition_date
-    from candidate.raw_batches as batches
-    group by partition_date
-    having count(*) > 1
-),
-
-latest_sequence as (
-    select
-        partition_date,
-        line_id,
-        max(source_sequence) as source_sequence
-    from candidate.raw_lines as lines
-    semi join several_batches using (partition_date)
-    group by partition_date, line_id
-),
-
-present as (
-    select distinct
-        lines.partition_date,
-        lines.extraction_batch,
-        lines.line_id
-    from candidate.raw_lines as lines
-    semi join several_batches using (partition_date)
-),
-
-retracted_by_snapshot as (
-    select distinct
-        latest_sequence.partition_date,
-        latest_sequence.line_id
-    from latest_sequence
-    inner join candidate.raw_batches as batches
-        on
-            latest_sequence.partition_date = batches.partition_date
-            and batches.kind = 'snapshot'
-            and latest_sequence.source_sequence < batches.source_high_sequence
-    anti join present
-        on
-            present.partition_date = batches.partition_date
-            and present.extraction_batch = batches.batch_id
-            and present.line_id = latest_sequence.line_id
-),
-
-latest as (
-    select *
-    from candidate.raw_lines as lines
-    qualify row_number() over (partition by partition_date, line_id order by source_sequence desc) = 1
-),
-
-final as (
-    select latest.*
-    from latest
-    anti join retracted_by_snapshot using (partition_date, line_id)
-    where latest.op <> 'delete'
-)
-
-select * from final
+-- The day's evidence: its landing batches merged (candidate.merge_losers, from merge_losers.sql, lists the records
+-- that lose). What is left of a line is its winning record, unless that record is a `delete` (a retraction).
+select lines.*
+from candidate.raw_lines as lines
+anti join candidate.merge_losers as losers on lines.rowid = losers.row_id
+where lines.op <> 'delete'
