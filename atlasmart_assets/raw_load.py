@@ -111,27 +111,36 @@ def _profile(wh: Warehouse, scope: RunScope, threads: int | None, files: list[Ra
 
 def read_back(wh: Warehouse, run_id: str, days: list[str], stats: LockStats, give_way: GiveWay | None) -> None:
     """The lines of the batches the run's scratch lists in candidate.reused_batches, copied from raw.order_lines
-    into its candidate.raw_lines, a chunk of `days` per short read (a reader keeps today's publish out as a writer
-    would: a backfill's gives way before each chunk, as its appends do)."""
+    into its candidate.raw_lines, a chunk of `days` per short read. A reader keeps today's publish out as a writer
+    would, so a backfill's long read is held as its appends are: it gives way before each chunk, and a chunk under
+    way is given up (rolled back) to a process waiting on the lock or to today's load starting."""
     days, step = sorted(days), wh.settings.chunk_days
+    long_read = give_way is not None and len(days) > step
     for start in range(0, len(days), step):
-        if give_way is not None and len(days) > step:
+        if long_read:
             stats.gave_way.append(give_way())
         if start:
             hand_over(wh.settings.warehouse_path)
-        part = days[start:start + step]
-        with wh.reader(stats=stats) as con:
-            attach(con, wh.scratch_path(run_id), "s")
-            con.execute(sql.text("raw_lines_loaded"), Window.of(part[0], part[-1]).params)
-            con.execute("detach s")
+        part = Window.of(days[start], days[min(start + step, len(days)) - 1])
+
+        @contextlib.contextmanager
+        def hold() -> Iterator[duckdb.DuckDBPyConnection]:
+            with wh.reader(stats=stats) as con:
+                attach(con, wh.scratch_path(run_id), "s")
+                yield con
+
+        preemptible_hold(hold, wh.settings.warehouse_path,
+                         lambda con, part=part: con.execute(sql.text("raw_lines_loaded"), part.params), stats,
+                         give_way if long_read else None, preemptible=long_read)
 
 
 def load(wh: Warehouse, scope: RunScope, threads: int | None = None,
          log: Callable[[str], None] | None = None, give_way: GiveWay | None = None,
          lowered: capacity.Lowered | None = None) -> RawLoad:
     """Audit the window's raw files and append those not loaded yet; nothing is written if an audit fails.
-    A batch already loaded from a byte-identical file (same sha256, every line loaded) is not parsed again: its
-    lines are read back from the warehouse, and every audit runs on them as on a parsed file's.
+    In a window longer than one chunk, a batch already loaded from a byte-identical file (same sha256, every line
+    loaded) is not parsed again: its lines are read back from the warehouse, and every audit runs on them as on a
+    parsed file's.
     A backfill's parse and profile run `lowered` (lower CPU priority, fewer cores beside today's load; the reads
     and appends, which hold the warehouse, do not), and its `give_way` is called before each chunk's hold: it
     waits while today's load runs."""
@@ -141,7 +150,10 @@ def load(wh: Warehouse, scope: RunScope, threads: int | None = None,
     scratch_work = lowered or capacity.Lowered()
     with wh.reader(stats=stats) as rcon:
         first_seen = ledger.loaded_batches(rcon, scope.window)
-    by_file = {str(seen["file"]): seen for seen in first_seen.values()}
+    # Reading loaded batches back pays off for a long window; a short one (today's load) parses its few files, as
+    # fast as another warehouse read and without taking the lock once more.
+    by_file = ({str(seen["file"]): seen for seen in first_seen.values()}
+               if len(scope.window.keys) > wh.settings.chunk_days else {})
     try:
         files = scratch_work.run(lambda: _parse(wh, scope, threads, by_file), log=log)
     except raw_files.RawInputError as exc:

@@ -1,9 +1,11 @@
-"""A batch already loaded from a byte-identical file is read back from the warehouse instead of parsed again
-(a year's re-publish parses nothing): the read-back lines equal the parsed ones, every audit still runs on them,
-and anything that differs from what was loaded is parsed again."""
+"""In a window longer than one chunk, a batch already loaded from a byte-identical file is read back from the
+warehouse instead of parsed again (a year's re-publish parses nothing): the read-back lines equal the parsed ones,
+every audit still runs on them, and anything that differs from what was loaded is parsed again. The tests use
+chunks of 3 days, so their 10-day window is a long one."""
 
 import datetime as dt
 
+import dagster as dg
 import duckdb
 
 from atlasmart_assets import generate, raw_files, raw_load, sql
@@ -76,9 +78,10 @@ def test_the_scratch_table_has_the_parsed_columns(env) -> None:
     assert [r[:2] for r in table] == [r[:2] for r in parsed]
 
 
-def test_a_rerun_parses_only_what_is_new(env, instance) -> None:
+def test_a_rerun_parses_only_what_is_new(env, instance, monkeypatch) -> None:
     from atlasmart_assets.lab import run_chain
 
+    monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "3")
     first = run_chain(instance, *WINDOW)
     assert first.success and "10 batch file(s): 10 parsed, 0 already loaded" in _parse_line(instance, first)
     content = state.content(env)
@@ -96,9 +99,10 @@ def test_a_rerun_parses_only_what_is_new(env, instance) -> None:
     assert n == 4, "the new batch was appended"
 
 
-def test_a_batch_missing_lines_in_the_warehouse_is_parsed_and_loaded_again(env, instance) -> None:
+def test_a_batch_missing_lines_in_the_warehouse_is_parsed_and_loaded_again(env, instance, monkeypatch) -> None:
     from atlasmart_assets.lab import run_chain
 
+    monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "3")
     assert run_chain(instance, *WINDOW).success
     with Warehouse().writer() as con:
         records = con.execute("select count(*) from raw.order_lines where partition_date = '2026-09-05'").fetchone()[0]
@@ -111,11 +115,12 @@ def test_a_batch_missing_lines_in_the_warehouse_is_parsed_and_loaded_again(env, 
     assert n == records, "the batch's lines are whole again"
 
 
-def test_every_audit_runs_on_read_back_lines(env, instance) -> None:
+def test_every_audit_runs_on_read_back_lines(env, instance, monkeypatch) -> None:
     """A loaded line changed in the warehouse (its batch file unchanged) no longer gives the manifest's controls:
     read back, it is refused as a parsed file would be, and nothing published moves."""
     from atlasmart_assets.lab import run_chain
 
+    monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "3")
     assert run_chain(instance, *WINDOW).success
     with Warehouse().writer() as con:
         con.execute("update raw.order_lines set unit_price = unit_price + 1 where partition_date = '2026-09-06' "
@@ -153,3 +158,44 @@ def test_a_correction_without_its_raw_step_reads_the_evidence_back_a_chunk_at_a_
     assert outcome.publication is not None, [a.description for a in outcome.refused]
     assert len(reads) >= 1 + 4, "the current publication, then 10 days of lines in chunks of 3"
     assert state.content(env) == content
+
+
+def test_a_window_of_one_chunk_parses_its_files(env, instance) -> None:
+    """Today's load (and any window of one chunk) parses its loaded files again rather than take the warehouse
+    lock once more to read them back."""
+    from atlasmart_assets.lab import run_chain
+
+    assert run_chain(instance, *WINDOW).success
+    again = run_chain(instance, *WINDOW, BF)
+    assert again.success and "10 batch file(s): 10 parsed, 0 already loaded" in _parse_line(instance, again)
+    newest = run_chain(instance, "2026-09-21")
+    assert newest.success and "1 batch file(s): 1 parsed" in _parse_line(instance, newest)
+    again = run_chain(instance, "2026-09-21")
+    assert again.success and "1 batch file(s): 1 parsed, 0 already loaded" in _parse_line(instance, again)
+
+
+def test_a_long_read_back_gives_its_chunks_up_to_processes_waiting_on_the_warehouse(env, instance,
+                                                                                   monkeypatch) -> None:
+    """With a process announcing that it waits on the warehouse throughout, each chunk of a long read-back is given
+    up PREEMPT_MAX times (its rows in scratch rolled back), then held to its end: the re-run publishes the same
+    content from each line read back once."""
+    from atlasmart_assets.lab import run_chain
+    from atlasmart_assets.warehouse import connection
+    from atlasmart_tests.waiters import StandingWaiter
+
+    monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "3")
+    assert run_chain(instance, *WINDOW).success
+    content = state.content(env)
+    monkeypatch.setattr(connection, "HANDOVER_MAX_S", 0.05)  # the announcer never takes the lock
+    waiter = StandingWaiter(env.warehouse_path)
+    waiter.start()
+    try:
+        result = run_chain(instance, *WINDOW, BF)
+    finally:
+        waiter.stop()
+    assert result.success, state.failure_text(result)
+    assert "0 parsed, 10 already loaded" in _parse_line(instance, result)
+    [record] = [r for r in instance.fetch_materializations(dg.AssetKey(["raw", "order_lines"]), limit=100).records
+                if r.partition_key == WINDOW[1] and r.run_id == result.run_id]
+    assert record.asset_materialization.metadata["holds_given_up"].value == 4 * connection.PREEMPT_MAX, "10 days in chunks of 3: 4 chunks, each given up PREEMPT_MAX times"
+    assert state.content(env) == content, "each line read back once: the same content"
