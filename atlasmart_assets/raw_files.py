@@ -89,10 +89,17 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def fingerprints(paths: list[Path], threads: int | None = None) -> dict[Path, str]:
-    """The sha256 of each file, several at a time (hashlib and the reads release the GIL)."""
+def fingerprints(paths: dict[Path, str], threads: int | None = None) -> dict[Path, str]:
+    """The sha256 of each file (-> its partition), several at a time (hashlib and the reads release the GIL); a
+    path that cannot be read is refused naming it."""
+    def one(path: Path) -> str:
+        try:
+            return sha256_of(path)
+        except OSError as exc:
+            raise RawInputError(path, paths[path], f"cannot be read: {exc.strerror or exc}") from exc
+
     with ThreadPoolExecutor(max_workers=max(1, threads or os.cpu_count() or 1)) as pool:
-        return dict(zip(paths, pool.map(sha256_of, paths)))
+        return dict(zip(paths, pool.map(one, paths)))
 
 
 BATCH_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -229,7 +236,7 @@ def load_window(con: duckdb.DuckDBPyConnection, raw_dir: Path, window: Window,
     sha256 it was loaded with and every one of its lines is in the warehouse; its lines are the caller's to read
     back (candidate.reused_batches lists them)."""
     paths = _locate(raw_dir, window)
-    shas = fingerprints(list(paths), threads)
+    shas = fingerprints(paths, threads)
     reused = {path: _loaded_file(key, path, shas[path], seen) for path, key in paths.items()
               for seen in [(loaded or {}).get(str(path))]
               if seen and seen["sha256"] == shas[path] and seen["loaded_rows"] == seen["records"]}

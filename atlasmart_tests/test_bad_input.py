@@ -133,3 +133,19 @@ def test_a_reversed_range_is_named_as_such(env, capsys) -> None:
 
     assert cli.main(["rollback", "--from", "2026-09-20", "--to", "2026-09-18", "--reason", "oops"]) == 2
     assert "ends before it starts (did you swap --from and --to?)" in capsys.readouterr().err
+
+
+def test_a_batch_path_that_cannot_be_read_is_refused_naming_it(env, instance, published) -> None:
+    """A directory where a later batch file should be (raw/partition=D/<batch>.json/) cannot be fingerprinted: the
+    run is refused by raw_order_lines_file_readable naming the path, the partition and the problem, not failed
+    with an error of the operating system's."""
+    published(("2026-09-18", None), ("2026-09-20", None))
+    before = state.snapshot(env)
+    path = env.raw_dir / f"partition={DAY}" / "B-2026-09-19-02.json"
+    path.mkdir(parents=True)
+    result = run_chain(instance, DAY)
+    assert not result.success
+    text = state.failure_text(result)
+    assert "raw_order_lines_file_readable" in text and str(path) in text and DAY in text, text
+    assert "cannot be read" in text, text
+    assert state.snapshot(env) == before
