@@ -110,28 +110,37 @@ def _profile(wh: Warehouse, scope: RunScope, threads: int | None, files: list[Ra
         con.close()
 
 
+def _chunks(wh: Warehouse, days: list[str], stats: LockStats, give_way: GiveWay | None) -> Iterator[list[str]]:
+    """`days` a chunk at a time, as a long read or write of the raw step takes them: a backfill's waits before each
+    chunk while today's load runs (when there is more than one chunk), and from the second on the processes that
+    announced they wait on the lock go first."""
+    step = wh.settings.chunk_days
+    for start in range(0, len(days), step):
+        if give_way is not None and len(days) > step:
+            stats.gave_way.append(give_way())
+        if start:
+            hand_over(wh.settings.warehouse_path)
+        yield days[start:start + step]
+
+
 def read_back(wh: Warehouse, run_id: str, days: list[str], stats: LockStats, give_way: GiveWay | None) -> None:
     """The lines of the batches the run's scratch lists in candidate.reused_batches, copied from raw.order_lines
     into its candidate.raw_lines, a chunk of `days` per short read. A reader keeps today's publish out as a writer
     would, so a backfill's long read is held as its appends are: it gives way before each chunk, and a chunk under
     way is given up (rolled back) to a process waiting on the lock or to today's load starting."""
-    days, step = sorted(days), wh.settings.chunk_days
-    long_read = give_way is not None and len(days) > step
-    for start in range(0, len(days), step):
-        if long_read:
-            stats.gave_way.append(give_way())
-        if start:
-            hand_over(wh.settings.warehouse_path)
-        part = Window.of(days[start], days[min(start + step, len(days)) - 1])
+    days = sorted(days)
+    long_read = give_way is not None and len(days) > wh.settings.chunk_days
 
-        @contextlib.contextmanager
-        def hold() -> Iterator[duckdb.DuckDBPyConnection]:
-            with wh.reader(stats=stats) as con:
-                attach(con, wh.scratch_path(run_id), "s")
-                yield con
+    @contextlib.contextmanager
+    def hold() -> Iterator[duckdb.DuckDBPyConnection]:
+        with wh.reader(stats=stats) as con:
+            attach(con, wh.scratch_path(run_id), "s")
+            yield con
 
+    for part in _chunks(wh, days, stats, give_way):
+        span = Window.of(part[0], part[-1])
         preemptible_hold(hold, wh.settings.warehouse_path,
-                         lambda con, part=part: con.execute(sql.text("raw_lines_loaded"), part.params), stats,
+                         lambda con, span=span: con.execute(sql.text("raw_lines_loaded"), span.params), stats,
                          give_way if long_read else None, preemptible=long_read)
 
 
@@ -180,16 +189,11 @@ def load(wh: Warehouse, scope: RunScope, threads: int | None = None,
     days, step = sorted({f.partition for f in to_load}), wh.settings.chunk_days
     long_write = len(days) > step  # one chunk is one short hold, like a one-chunk publish: nothing to give way to
     chunks = -(-len(days) // step)
-    for start in range(0, len(days), step):
-        if give_way is not None and long_write:
-            stats.gave_way.append(give_way())
-        if start:
-            hand_over(wh.settings.warehouse_path)
-        chunk = set(days[start:start + step])
+    for k, part in enumerate(_chunks(wh, days, stats, give_way), start=1):
+        chunk = set(part)
         _append(wh, run_id, [f for f in to_load if f.partition in chunk], stats, give_way if long_write else None)
         if long_write:
-            k = start // step + 1
-            progress.part("append", k / chunks, f"chunk {k}/{chunks} ({min(chunk)}..{max(chunk)}) appended")
+            progress.part("append", k / chunks, f"chunk {k}/{chunks} ({part[0]}..{part[-1]}) appended")
     progress.done("append", f"{len(to_load)} new batch(es) appended")
     return RawLoad(audits, files, figures, sorted({f.partition for f in to_load}), stats)
 
