@@ -54,8 +54,10 @@ def test_a_backfills_scratch_work_stands_still_while_a_current_lane_run_runs(ins
     run = _running_current_run(instance)
     started = time.monotonic()
     time.sleep(2.0)
-    instance.report_run_failed(run)
+    # Taken before the run's end is reported: the watcher may resume the child (and it tick) before
+    # report_run_failed returns to this thread.
     ended = time.monotonic()
+    instance.report_run_failed(run)
     count = len(stamps.read_text().splitlines())
     _until(lambda: len(stamps.read_text().splitlines()) > count + 5)  # going on again
     stop.touch()
