@@ -125,6 +125,12 @@ def controls(con: duckdb.DuckDBPyConnection, relation: str, window: Window, kind
     return out
 
 
+def fingerprint(staged_figures: dict[str, Any]) -> str:
+    """A day's staged lines as a publish compares them (staged_controls.sql). DuckDB's hash is not promised stable
+    across its releases, so the release is part of it: a fingerprint from another one never matches."""
+    return f"duckdb {duckdb.__version__}: {staged_figures['lines']} lines, hash sum {staged_figures['fingerprint']}"
+
+
 def control_list(figures: dict[str, Any] | None) -> list[int | float]:
     names = CONTROL_NAMES
     return [number(figures.get(n)) if figures else 0 for n in names]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import duckdb
@@ -228,6 +228,8 @@ def _audit_candidates(wh: Warehouse, scope: RunScope, threads: int | None, curre
         found, days = audit(scope, con, current, evidence, wh.settings.shrink_threshold, cross_day, staged_figures,
                             ref, suppressed)
         found.insert(0, ref.audit())
+        days = {d: replace(c, fingerprint=candidates.fingerprint(staged_figures[d])) if d in staged_figures else c
+                for d, c in days.items()}
         staged = {d: {"rows": int(f["lines"]), "unresolved_customers": int(f["unresolved_customers"])}
                   for d, f in staged_figures.items()}
         return found, days, staged

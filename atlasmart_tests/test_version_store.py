@@ -32,6 +32,12 @@ def _orphans(cfg) -> list[tuple]:
         "publication_id not in (select publication_id from audit.publications)")]
 
 
+def _store_every_version(monkeypatch) -> None:
+    """Every publish writes its own rows, unchanged days too (as before migration 011): the tests of writing ahead
+    and pruning need a version per day and publication."""
+    monkeypatch.setattr(publish_mod.ledger, "reused", lambda before, after: {})
+
+
 def run_chain_backfill() -> bool:
     with dg.DagsterInstance.ephemeral() as inst:
         return run_chain(inst, "2026-09-18", "2026-09-20", {"dagster/backfill": "bf-version-store"}).success
@@ -43,6 +49,7 @@ def test_readers_see_the_old_version_while_rows_are_written_ahead(env, published
     published(("2026-09-18", "2026-09-20"))
     first = state.content(env)
     monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "1")
+    _store_every_version(monkeypatch)
     seen: list[dict] = []
     monkeypatch.setattr(publish_mod, "hand_over", lambda _path: seen.append(state.content(env)))
 
@@ -86,6 +93,7 @@ def test_retention_drops_superseded_versions_never_the_current_or_a_pending_one(
 def test_a_long_window_prunes_after_its_commit_a_chunk_at_a_time(env, published, monkeypatch) -> None:
     monkeypatch.setenv("ATLASMART_RETAIN_VERSIONS", "1")
     monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "1")
+    _store_every_version(monkeypatch)
     published(("2026-09-18", "2026-09-20"))
     content = state.content(env)
     pruned: list[str] = []
@@ -145,6 +153,7 @@ def test_a_day_republished_while_rows_are_written_ahead_stops_the_publish_before
     backfill writing ahead must not write that day again afterwards (it would bring the subject back into the
     store). Each chunk checks its days against what the audit saw, in the transaction that writes them."""
     monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "1")
+    _store_every_version(monkeypatch)
     published(("2026-09-18", "2026-09-20"))
     handovers: list[int] = []
 
@@ -156,8 +165,8 @@ def test_a_day_republished_while_rows_are_written_ahead_stops_the_publish_before
     monkeypatch.setattr(publish_mod, "hand_over", republish_2026_09_20)
     written: list[tuple[str, str]] = []
     real = publish_mod.ledger.write_version
-    monkeypatch.setattr(publish_mod.ledger, "write_version", lambda con, layer, pub, version, source, part: (
-        written.append((pub, str(part))), real(con, layer, pub, version, source, part)))
+    monkeypatch.setattr(publish_mod.ledger, "write_version", lambda con, layer, pub, version, source, part, skip: (
+        written.append((pub, str(part))), real(con, layer, pub, version, source, part, skip)))
     with dg.DagsterInstance.ephemeral() as inst:
         result = run_chain(inst, "2026-09-18", "2026-09-20", {"dagster/backfill": "bf-overtaken"})
     assert not result.success
@@ -172,9 +181,9 @@ def test_a_day_republished_while_rows_are_written_ahead_stops_the_publish_before
                                                   "partition_date = '2026-09-20'")}) == sorted(incident)
 
 
-def _previous_release(path, without: tuple[int, ...] = (6, 7, 8)) -> duckdb.DuckDBPyConnection:
+def _previous_release(path, without: tuple[int, ...] = (6, 7, 8, 11)) -> duckdb.DuckDBPyConnection:
     """A warehouse at an earlier release's schema: every migration but `without` (by default the version store's
-    three)."""
+    three, and 011, which builds on them)."""
     con = duckdb.connect(str(path))
     con.execute("create schema audit")
     con.execute("create table audit.schema_migrations (version integer primary key, name varchar not null, "
@@ -221,7 +230,7 @@ def test_a_warehouse_of_the_previous_release_migrates_with_nothing_lost(env, cap
     con.close()
 
     assert cli.main(["migrate"]) == 0  # an operator upgrades when no load is due (else the first writer does)
-    assert "applied 6, 7, 8; schema at migration" in capsys.readouterr().out
+    assert "applied 6, 7, 8, 11; schema at migration" in capsys.readouterr().out
     for table, rows in old.items():
         assert state.table_rows(env, table) == rows, table
     for table, rows in old_history.items():
@@ -254,7 +263,7 @@ def test_the_published_fact_is_the_audited_formula_applied_to_the_published_stag
 
 def _release_with_stored_fact(path) -> duckdb.DuckDBPyConnection:
     """A warehouse of the release before migration 008 (the fact's versions stored), one publication of two days."""
-    con = _previous_release(path, without=(8,))
+    con = _previous_release(path, without=(8, 11))
     con.execute("insert into audit.publications (seq, publication_id, partition_date, kind, published_at, changed, "
                 "extract_json) select n, 'pub-a', d, 'publish', now(), true, '{}' from "
                 "(values (1, date '2026-09-19'), (2, date '2026-09-20')) v(n, d)")
@@ -281,7 +290,7 @@ def test_the_fact_versions_become_a_view_of_the_staged_ones_with_every_row_as_it
     con.close()
     assert len(published) == 3
     assert cli.main(["migrate"]) == 0
-    assert "applied 8; schema at migration" in capsys.readouterr().out
+    assert "applied 8, 11; schema at migration" in capsys.readouterr().out
     assert state.table_rows(env, "fact.fct_order_lines") == published
 
 

@@ -7,7 +7,7 @@ import datetime as dt
 import json
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Collection
 
 import duckdb
 
@@ -65,6 +65,8 @@ class Current:
     sha256: str
     extract_json: str
     prev_publication_id: str | None
+    fingerprint: str | None = None  # of its staged lines (audit.day_versions); None for a row written before 011
+    stored_as: str | None = None  # the publication whose stored rows it reads
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,7 @@ class DayCandidate:
     dimension_version: str | None = None
     dimension_batches: tuple[dict[str, Any], ...] = ()
     requests_applied: tuple[str, ...] = ()
+    fingerprint: str | None = None  # of its staged lines: equal to the current version's, it is not stored again
 
 
 @dataclass(frozen=True)
@@ -106,9 +109,10 @@ def new_publication_id(kind: str) -> str:
 def current(con: duckdb.DuckDBPyConnection, window: Window) -> dict[str, Current]:
     rows = con.execute(
         "select partition_date, publication_id, seq, rows_after, controls_after, sha256_after, extract_json, "
-        "prev_publication_id from audit.current_publications where partition_date between $start and $end",
-        window.params).fetchall()
-    return {r[0].isoformat(): Current(r[0].isoformat(), r[1], r[2], r[3], json.loads(r[4]), r[5], r[6], r[7])
+        "prev_publication_id, d.fingerprint, coalesce(d.stored_as, publication_id) from audit.current_publications "
+        "left join audit.day_versions d using (partition_date, publication_id) "
+        "where partition_date between $start and $end", window.params).fetchall()
+    return {r[0].isoformat(): Current(r[0].isoformat(), r[1], r[2], r[3], json.loads(r[4]), r[5], r[6], r[7], r[8], r[9])
             for r in rows}
 
 
@@ -170,6 +174,21 @@ def write_rows(con: duckdb.DuckDBPyConnection, pub_id: str, kind: str, run: RunI
         })
 
 
+def reused(before: dict[str, Current], after: dict[str, DayCandidate]) -> dict[str, str]:
+    """The days whose candidate's staged lines equal their current version's (same fingerprint), and the
+    publication whose stored rows they will read: those rows are not written again."""
+    return {p: str(before[p].stored_as) for p, c in after.items()
+            if c.fingerprint is not None and p in before and before[p].fingerprint == c.fingerprint}
+
+
+def record_storage(con: duckdb.DuckDBPyConnection, pub_id: str, after: dict[str, DayCandidate],
+                   reuse: dict[str, str]) -> None:
+    """Where each day of `pub_id` is stored (its own rows, or the ones `reuse` names) and its fingerprint."""
+    con.executemany("insert into audit.day_versions values (?, ?, ?, ?)",
+                    [(dt.date.fromisoformat(p), pub_id, reuse.get(p, pub_id), c.fingerprint)
+                     for p, c in sorted(after.items())])
+
+
 def versions_table(con: duckdb.DuckDBPyConnection, name: str, versions: dict[str, str]) -> None:
     """A temp table (partition_date, publication_id) naming one version per partition."""
     con.execute(f"create or replace temp table {name} (partition_date date, publication_id varchar)")
@@ -184,13 +203,14 @@ def number_version(con: duckdb.DuckDBPyConnection, pub_id: str) -> int:
 
 
 def write_version(con: duckdb.DuckDBPyConnection, layer: Layer, pub_id: str, version: int, source: str,
-                  part: Window) -> None:
-    """Write `source`'s rows of `part` into the layer's store under `pub_id` (ahead of the commit: no reader
-    sees a version before the ledger points at it)."""
+                  part: Window, skip: Collection[str] = ()) -> None:
+    """Write `source`'s rows of `part`, but for the days in `skip` (stored already), into the layer's store under
+    `pub_id` (ahead of the commit: no reader sees a version before the ledger points at it)."""
     cols = ", ".join(layer.columns)
     con.execute(f"insert into {layer.store} (publication_id, version, {cols}) select $pub, $version, {cols} "
-                f"from {source} where partition_date between $start and $end",
-                {"pub": pub_id, "version": version, **part.params})
+                f"from {source} where partition_date between $start and $end "
+                "and partition_date not in (select unnest($skip::date[]))",
+                {"pub": pub_id, "version": version, "skip": sorted(skip), **part.params})
 
 
 def retire(con: duckdb.DuckDBPyConnection, before: dict[str, Current], window: Window) -> None:
@@ -233,13 +253,19 @@ def prune_versions(con: duckdb.DuckDBPyConnection, retain: int, part: Window) ->
     considered (a publish in progress writes rows the ledger does not name yet); never the current one, so no
     reader of the published tables sees this. Returns the rows dropped."""
     _keep(con, retain, part)
+    # A version past retention reads no rows from now on, even where they stay for a kept version that reads them.
+    con.execute("update audit.day_versions d set stored_as = null where d.partition_date between $start and $end "
+                "and d.stored_as is not null and not exists (select 1 from keep k "
+                "where k.partition_date = d.partition_date and k.publication_id = d.publication_id)", part.params)
     dropped = 0
     for table in STORE_TABLES:
         dropped += con.execute(
             f"delete from {table} v where v.partition_date between $start and $end "
             "and exists (select 1 from audit.publications p where p.partition_date = v.partition_date "
             "and p.publication_id = v.publication_id) and not exists (select 1 from keep k "
-            "where k.partition_date = v.partition_date and k.publication_id = v.publication_id)",
+            "where k.partition_date = v.partition_date and k.publication_id = v.publication_id) "
+            "and not exists (select 1 from audit.day_versions d where d.partition_date = v.partition_date "
+            "and d.stored_as = v.publication_id)",
             part.params).fetchone()[0]
     return dropped
 
@@ -301,7 +327,9 @@ def erase_earlier_versions(con: duckdb.DuckDBPyConnection, pub_id: str, days: di
     for day, requests in sorted(days.items()):
         params = {"d": dt.date.fromisoformat(day), "pub": pub_id}
         for table in STORE_TABLES:
-            con.execute(f"delete from {table} where partition_date = $d and publication_id <> $pub", params)
+            con.execute(f"delete from {table} where partition_date = $d and publication_id <> $pub and publication_id "
+                        "not in (select coalesce(stored_as, $pub) from audit.day_versions where partition_date = $d "
+                        "and publication_id = $pub)", params)
         for layer in COPIED:
             con.execute(f"delete from {layer.history} where partition_date = $d", {"d": params["d"]})
         con.execute("update audit.publications set extract_json = $erased where partition_date = $d "

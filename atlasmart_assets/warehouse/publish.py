@@ -79,11 +79,12 @@ def _hold(wh: Warehouse, give_way: GiveWay | None, stats: LockStats | None,
 
 def _write_ahead(wh: Warehouse, scratch: Path, parts: list[Window], pub_id: str, run_id: str,
                  expected: dict[str, Current] | None, stats: LockStats | None, give_way: GiveWay | None,
-                 on_chunk: OnChunk | None) -> None:
+                 on_chunk: OnChunk | None, reuse: dict[str, str]) -> None:
     """The candidate rows of every versioned layer, into the version store under `pub_id`, a chunk of days per
-    transaction. Readers see none of it until the commit's ledger rows point at it. Before each chunk: if its days
-    were republished since the audit (a deletion request applied to one, say), or this publish was taken for
-    abandoned, nothing more is written."""
+    transaction; days in `reuse` are stored already, and a chunk of only such days takes no hold (the first
+    always does: it records the pending publish). Readers see none of it until the commit's ledger rows point at
+    it. Before each chunk: if its days were republished since the audit (a deletion request applied to one, say),
+    or this publish was taken for abandoned, nothing more is written."""
     window = Window(parts[0].start, parts[-1].end)
     version = 0
 
@@ -94,6 +95,10 @@ def _write_ahead(wh: Warehouse, scratch: Path, parts: list[Window], pub_id: str,
             yield con
 
     for n, part in enumerate(parts):
+        if n > 0 and set(part.keys) <= set(reuse):
+            if on_chunk is not None:
+                on_chunk(n + 1, len(parts), part)
+            continue
         _next_hold(wh, give_way, stats, first=n == 0)
 
         def chunk(con: duckdb.DuckDBPyConnection, n: int = n, part: Window = part) -> None:
@@ -108,7 +113,7 @@ def _write_ahead(wh: Warehouse, scratch: Path, parts: list[Window], pub_id: str,
             if expected is not None:
                 _refuse_if_moved(ledger.current(con, part), expected, part.keys)
             for layer in ledger.VERSIONED:
-                ledger.write_version(con, layer, pub_id, version, f"s.{layer.candidate}", part)
+                ledger.write_version(con, layer, pub_id, version, f"s.{layer.candidate}", part, reuse)
 
         _hold(wh, give_way, stats, with_scratch, chunk)
         if on_chunk is not None:
@@ -177,10 +182,12 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
     pub_id = ledger.new_publication_id(kind)
     parts = window.split(cfg.chunk_days)
     ahead = len(parts) > 1
+    # Decided on what the audit compared against: if a day moved since, the commit refuses.
+    reuse = ledger.reused(expected or {}, after)
     committed = False
     try:
         if ahead:
-            _write_ahead(wh, scratch, parts, pub_id, run.run_id, expected, stats, give_way, on_chunk)
+            _write_ahead(wh, scratch, parts, pub_id, run.run_id, expected, stats, give_way, on_chunk, reuse)
             failpoint("wrote_versions")
             _next_hold(wh, give_way, stats)
         with wh.writer(stats) as con:
@@ -196,7 +203,7 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
             attach(con, scratch, "s")
             with transaction(con):
                 keep, erase = _commit(con, pub_id, kind, run, code_version, window, before, after, restored or {},
-                                      cfg.retain_versions, ahead)
+                                      cfg.retain_versions, ahead, reuse)
             committed = True
             failpoint("committed")
             extracts.swap(cfg, pub_id)
@@ -216,13 +223,13 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
 
 def _commit(con: duckdb.DuckDBPyConnection, pub_id: str, kind: str, run: RunInfo, code_version: str,
             window: Window, before: dict[str, Current], after: dict[str, DayCandidate], restored: dict[str, str],
-            retain: int, written_ahead: bool) -> tuple[set[str], dict[str, list[str]]]:
+            retain: int, written_ahead: bool, reuse: dict[str, str]) -> tuple[set[str], dict[str, list[str]]]:
     """The one transaction's writes (the caller's transaction; scratch attached as `s`). Returns the publication
     ids whose extracts are kept, and the days a deletion request erased."""
     if not written_ahead:
         version = ledger.number_version(con, pub_id)
         for layer in ledger.VERSIONED:
-            ledger.write_version(con, layer, pub_id, version, f"s.{layer.candidate}", window)
+            ledger.write_version(con, layer, pub_id, version, f"s.{layer.candidate}", window, reuse)
         failpoint("wrote_versions")
     ledger.retire(con, before, window)
     for layer in ledger.COPIED:
@@ -232,6 +239,7 @@ def _commit(con: duckdb.DuckDBPyConnection, pub_id: str, kind: str, run: RunInfo
                     "where partition_date between $start and $end", window.params)
         failpoint(f"wrote_{layer.table}")
     ledger.write_rows(con, pub_id, kind, run, code_version, before, after, restored)
+    ledger.record_storage(con, pub_id, after, reuse)
     con.execute("delete from audit.pending_versions where publication_id = $p", {"p": pub_id})
     applied = ledger.requests_already_applied(con, before)
     erase = {d: sorted(set(c.requests_applied) - applied.get(d, set())) for d, c in after.items()
@@ -259,8 +267,9 @@ def restore_candidates(wh: Warehouse, scratch: Path, window: Window,
         rows = con.execute(
             "select partition_date, publication_id, rows_after, controls_after, sha256_after, extract_json, "
             "input_sha256, source_high_sequence, input_batches, as_of, dimension_version, dimension_batches, "
-            "requests_applied from audit.publications "
-            "join targets using (partition_date, publication_id)"
+            "requests_applied, d.fingerprint from audit.publications "
+            "join targets using (partition_date, publication_id) "
+            "left join audit.day_versions d using (partition_date, publication_id)"
         ).fetchall()
         found = {r[0].isoformat(): r for r in rows}
         unknown = sorted(p for p in targets if p not in found)
@@ -280,10 +289,14 @@ def restore_candidates(wh: Warehouse, scratch: Path, window: Window,
         con.execute("create schema if not exists s.candidate")
         for layer in ledger.LAYERS:
             cols = ", ".join(f"h.{c}" for c in layer.columns)
-            con.execute(f"create or replace table s.{layer.candidate} as select {cols} "
-                        f"from {layer.store or layer.history} h join targets using (partition_date, publication_id)")
+            # A version may read rows an earlier publication stored: the store is found by version number.
+            source = (f"{layer.store} h join (select partition_date, version from targets join audit.ledger_versions "
+                      "using (partition_date, publication_id)) using (partition_date, version)" if layer.store else
+                      f"{layer.history} h join targets using (partition_date, publication_id)")
+            con.execute(f"create or replace table s.{layer.candidate} as select {cols} from {source}")
         after = {p: DayCandidate(p, r[2], json.loads(r[3]), r[4], r[5], r[6], r[7],
                                  tuple(json.loads(r[8])) if r[8] else (), r[9], r[10],
-                                 tuple(json.loads(r[11])) if r[11] else (), tuple(json.loads(r[12])) if r[12] else ())
+                                 tuple(json.loads(r[11])) if r[11] else (), tuple(json.loads(r[12])) if r[12] else (),
+                                 r[13])
                  for p, r in found.items()}
         return after, targets, now
