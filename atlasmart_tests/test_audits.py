@@ -14,6 +14,7 @@ from atlasmart_assets.correction import (
     MART_MATCHES_FACT,
     ROW_DELTA,
     STAGED_UNIQUE,
+    UNIQUE_ACROSS_DAYS,
     correct,
 )
 from atlasmart_assets.lab import run_chain
@@ -57,6 +58,10 @@ CRAFTS = {
                          "candidate.staged_order_lines order by line_id limit 6)", {ROW_DELTA}),
     "control_mismatch": ("update candidate.staged_order_lines set quantity = quantity + 1 where line_id = "
                          "(select min(line_id) from candidate.staged_order_lines)", {CONTROLS_MATCH_RAW}),
+    # A line id the published 2026-09-18 holds, outside the candidate's window.
+    "line_id_published_on_another_day": ("update candidate.staged_order_lines set line_id = '2026-09-18-L000001' "
+                                         "where line_id = (select min(line_id) from candidate.staged_order_lines)",
+                                         {UNIQUE_ACROSS_DAYS}),
 }
 
 
@@ -83,6 +88,20 @@ def test_crafted_candidate_fails_its_audit_and_publishes_nothing(env, published,
     assert state.snapshot(env) == before
     with Warehouse().reader() as con:
         assert con.execute("select count(*) from audit.corrections_in_progress").fetchone()[0] == 0
+
+
+def test_a_line_id_on_two_days_of_the_window_is_refused_naming_both(env, published) -> None:
+    published(("2026-09-18", "2026-09-20"))
+    before = state.snapshot(env)
+    craft = ("update candidate.staged_order_lines set line_id = '2026-09-18-L000002' where line_id = "
+             "'2026-09-19-L000003'")
+    outcome = correct(Warehouse(), _scope("crafted-window", Window.of("2026-09-18", "2026-09-20"), "bf-crafted"),
+                      lambda _: True, adjust_staged=_craft(craft))
+    [audit] = [a for a in outcome.audits if a.check == UNIQUE_ACROSS_DAYS]
+    assert not audit.passed and audit.blocks and outcome.publication is None
+    assert audit.figures["line_ids_on_other_days"] == {"2026-09-18": ["2026-09-18-L000002"],
+                                                        "2026-09-19": ["2026-09-18-L000002"]}
+    assert state.snapshot(env) == before
 
 
 def test_good_candidate_passes_every_audit(env, published) -> None:
