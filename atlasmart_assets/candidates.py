@@ -112,9 +112,11 @@ def build(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(f"create or replace table candidate.revenue_daily as {sql.text('revenue_daily')}")
 
 
-def controls(con: duckdb.DuckDBPyConnection, relation: str, window: Window, kind: str = "fact") -> dict[str, dict[str, Any]]:
-    """Per day: the six controls (and, for facts, duplicate line ids) of a fact- or mart-shaped relation."""
-    query = sql.text(f"{kind}_controls").format(**{kind: relation})
+def controls(con: duckdb.DuckDBPyConnection, relation: str, window: Window, kind: str = "fact",
+             query: str | None = None) -> dict[str, dict[str, Any]]:
+    """Per day: the six controls (and, for facts, duplicate line ids) of a fact- or mart-shaped relation; `query`
+    names another per-day figures query over the same {kind} relation (default: `<kind>_controls`)."""
+    query = sql.text(query or f"{kind}_controls").format(**{kind: relation})
     cur = con.execute(query, window.params)
     names = [d[0] for d in cur.description]
     out: dict[str, dict[str, Any]] = {}
