@@ -195,7 +195,7 @@ def load(wh: Warehouse, scope: RunScope, threads: int | None = None,
         if long_write:
             progress.part("append", k / chunks, f"chunk {k}/{chunks} ({part[0]}..{part[-1]}) appended")
     progress.done("append", f"{len(to_load)} new batch(es) appended")
-    return RawLoad(audits, files, figures, sorted({f.partition for f in to_load}), stats)
+    return RawLoad(audits, files, figures, days, stats)
 
 
 def _append(wh: Warehouse, run_id: str, to_load: list[RawFile], stats: LockStats,
