@@ -50,16 +50,18 @@ class Evidence:
         return hashlib.sha256("\n".join(b["sha256"] for b in self.batches).encode()).hexdigest()
 
 
-def merge_evidence(con: duckdb.DuckDBPyConnection) -> None:
+def merge_evidence(con: duckdb.DuckDBPyConnection) -> bool:
     """candidate.merged_lines from candidate.raw_lines and candidate.raw_batches: a view of the records that win,
     over the table of the few that lose (candidate.raw_lines is not changed after the merge: the view reads it by
-    rowid)."""
+    rowid). Whether any key (day, line_id) is held by several records (candidate.repeated_lines)."""
+    con.execute(f"create or replace table candidate.repeated_lines as {sql.text('repeated_lines')}")
     con.execute(f"create or replace table candidate.merge_losers as {sql.text('merge_losers')}")
     # A scratch written by an earlier release (a step retried across an upgrade) holds the merged lines as a table.
     if con.execute("select count(*) from information_schema.tables where table_schema = 'candidate' "
                    "and table_name = 'merged_lines' and table_type = 'BASE TABLE'").fetchone()[0]:
         con.execute("drop table candidate.merged_lines")
     con.execute(f"create or replace view candidate.merged_lines as {sql.text('merged_lines')}")
+    return bool(con.execute("select count(*) from candidate.repeated_lines").fetchone()[0])
 
 
 def evidence(con: duckdb.DuckDBPyConnection, window: Window) -> dict[str, Evidence]:

@@ -119,14 +119,13 @@ def _reconciled(evidence: dict[str, candidates.Evidence],
 
 
 def audit(scope: RunScope, con: duckdb.DuckDBPyConnection, current: dict[str, Current],
-          evidence: dict[str, candidates.Evidence], shrink_threshold: float,
-          cross_day: dict[str, list[str]], staged: dict[str, dict[str, Any]],
+          evidence: dict[str, candidates.Evidence], shrink_threshold: float, repeats: LineIdRepeats,
           ref: reference.Reference | None = None,
           suppressed: dict[str, dict[str, Any]] | None = None) -> tuple[list[Audit], dict[str, DayCandidate]]:
-    """Every audit of the window's candidates, and what each day would publish. `staged`: the staged candidate's
-    figures per day, read once by the caller, which also reports them (a year's read takes 1-2 s)."""
+    """Every audit of the window's candidates, and what each day would publish. `repeats`: the candidate's
+    repeated line ids, found by the caller (partly under a warehouse hold)."""
     window = scope.window
-    fact = candidates.controls(con, "candidate.fct_order_lines", window)
+    fact = candidates.controls(con, "candidate.fct_order_lines", window, query="fact_totals")
     mart = candidates.controls(con, "candidate.revenue_daily", window, kind="mart")
     suppressed = suppressed or {}
     days = candidates.days(con, window, evidence, reference=reference.identity(ref) if ref else None,
@@ -136,8 +135,10 @@ def audit(scope: RunScope, con: duckdb.DuckDBPyConnection, current: dict[str, Cu
     rows_after = {d: c.rows for d, c in days.items()}
     rows_now = {d: c.rows for d, c in current.items()}
     return [
-        audits.unique_keys(STAGED_UNIQUE, STAGED_ORDER_LINES, {d: f["duplicate_line_ids"] for d, f in staged.items()}),
-        audits.unique_keys(CANDIDATE_UNIQUE, FCT_ORDER_LINES, {d: f["duplicate_line_ids"] for d, f in fact.items()}),
+        # The fact candidate is the staged one row for row (fct_order_lines.sql projects it, with no join or
+        # filter): the same line ids per day, so one count serves both.
+        audits.unique_keys(STAGED_UNIQUE, STAGED_ORDER_LINES, repeats.within_days(window)),
+        audits.unique_keys(CANDIDATE_UNIQUE, FCT_ORDER_LINES, repeats.within_days(window)),
         audits.controls_match(CONTROLS_MATCH_RAW, FCT_ORDER_LINES, {d: fact_lists.get(d, [0] * 6) for d in window.keys},
                               expected, "raw_manifest_less_suppressed",
                               extra={"suppressed": {d: {"lines": s["controls"][0], "requests": s["requests"]}
@@ -149,17 +150,29 @@ def audit(scope: RunScope, con: duckdb.DuckDBPyConnection, current: dict[str, Cu
                                        {d: n + int(suppressed.get(d, {}).get("controls", [0])[0])
                                         for d, n in rows_after.items()}, rows_now, shrink_threshold,
                                        scope.run.accept_shrink),
-        audits.unique_across_days(UNIQUE_ACROSS_DAYS, FCT_ORDER_LINES, cross_day),
+        audits.unique_across_days(UNIQUE_ACROSS_DAYS, FCT_ORDER_LINES, repeats.other_days),
         audits.controls_match(MART_MATCHES_FACT, REVENUE_DAILY, {d: candidates.control_list(m) for d, m in mart.items()},
                               fact_lists, "fact_candidate"),
     ], days
 
 
-def _cross_day_duplicates(wh: Warehouse, scope: RunScope, con: duckdb.DuckDBPyConnection,
-                          stats: LockStats) -> dict[str, list[str]]:
-    """Per candidate day, line ids that also appear on another day (in the window, or published outside it).
+@dataclass(frozen=True)
+class LineIdRepeats:
+    """The candidate's repeated line ids (line_id_repeats.sql): per day, how many of its lines repeat a line id of
+    the same day, and its line ids that are also on another day (days with neither are absent)."""
+
+    duplicates: dict[str, int]
+    other_days: dict[str, list[str]]
+
+    def within_days(self, window: Window) -> dict[str, int]:
+        return {d: self.duplicates.get(d, 0) for d in window.keys}
+
+
+def _line_id_repeats(wh: Warehouse, scope: RunScope, con: duckdb.DuckDBPyConnection,
+                     stats: LockStats) -> LineIdRepeats:
+    """The candidate's repeated line ids: within a day, and across days (in the window, or published outside it).
     The warehouse is held only while the published days outside the window are searched for the candidate's
-    line ids (a semi join that finds the few shared ones); the whole-window count runs after it is released."""
+    line ids (a semi join that finds the few shared ones); the pass over the window runs after it is released."""
     if wh.settings.warehouse_path.exists():
         attach_waiting(con, wh.settings.warehouse_path, "w", wh.settings.lock_timeout_s, stats)
         held_from = time.monotonic()  # the wait is recorded apart, by attach_waiting
@@ -173,8 +186,9 @@ def _cross_day_duplicates(wh: Warehouse, scope: RunScope, con: duckdb.DuckDBPyCo
         published = "select partition_date, line_id from published_elsewhere"
     else:
         published = "select cast(null as date) as partition_date, cast(null as varchar) as line_id where false"
-    rows = con.execute(sql.text("cross_day_duplicates").format(published=published)).fetchall()
-    return {d.isoformat(): list(ids) for d, ids in rows}
+    rows = con.execute(sql.text("line_id_repeats").format(published=published)).fetchall()
+    return LineIdRepeats({d.isoformat(): int(n) for d, n, _ in rows if n},
+                         {d.isoformat(): list(ids) for d, _, ids in rows if ids})
 
 
 def _take_window(wh: Warehouse, scope: RunScope, stats: LockStats, run_finished: Callable[[str], bool],
@@ -217,7 +231,7 @@ def _build(wh: Warehouse, scope: RunScope, threads: int | None, ref: reference.R
 
 
 def _audit_candidates(wh: Warehouse, scope: RunScope, threads: int | None, current: dict[str, Current],
-                      evidence: dict[str, candidates.Evidence], cross_day: dict[str, list[str]],
+                      evidence: dict[str, candidates.Evidence], repeats: LineIdRepeats,
                       ref: reference.Reference) -> tuple[list[Audit], dict[str, DayCandidate], dict[str, dict[str, int]]]:
     """Every audit of the candidates in scratch (no warehouse hold), what each day would publish, and the staged
     figures per day."""
@@ -225,8 +239,7 @@ def _audit_candidates(wh: Warehouse, scope: RunScope, threads: int | None, curre
     try:
         suppressed = candidates.suppressed(con, scope.window)
         staged_figures = candidates.controls(con, "candidate.staged_order_lines", scope.window, kind="staged")
-        found, days = audit(scope, con, current, evidence, wh.settings.shrink_threshold, cross_day, staged_figures,
-                            ref, suppressed)
+        found, days = audit(scope, con, current, evidence, wh.settings.shrink_threshold, repeats, ref, suppressed)
         found.insert(0, ref.audit())
         days = {d: replace(c, fingerprint=candidates.fingerprint(staged_figures[d])) if d in staged_figures else c
                 for d, c in days.items()}
@@ -271,11 +284,11 @@ def correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool],
         progress.done("build", f"candidates for {len(scope.window.keys)} day(s)")
         con = wh.open_scratch(run_id, threads)
         try:
-            cross_day = _cross_day_duplicates(wh, scope, con, stats)
+            repeats = _line_id_repeats(wh, scope, con, stats)
         finally:
             con.close()
         found, days, staged = scratch_work.run(lambda: _audit_candidates(
-            wh, scope, threads, current, evidence, cross_day, ref))
+            wh, scope, threads, current, evidence, repeats, ref))
         outcome = Outcome(found, days, None, staged, stats)
         progress.done("audit", f"{len(found)} audits, {len(outcome.refused)} refusing, "
                                f"{sum(c.rows for c in days.values()):,} rows")

@@ -315,13 +315,15 @@ def profile(con: duckdb.DuckDBPyConnection, raw_files: list[RawFile]) -> tuple[d
                                     f"manifest says records={rf.manifest['records']}, the batch holds "
                                     f"{fig.get('records', 0)} lines"))
     path_of = {(f.partition, f.batch_id): f.path for f in raw_files}
-    for day, line_id, sequence, batches in con.execute(sql.text("merge_conflicts")).fetchall():
+    repeated = candidates.merge_evidence(con)
+    # Two records of one key and sequence are two records of one key: with no key repeated, nothing to compare.
+    conflicts = con.execute(sql.text("merge_conflicts")).fetchall() if repeated else []
+    for day, line_id, sequence, batches in conflicts:
         files = [str(path_of.get((day.isoformat(), b), b)) for b in batches]
         findings.append(Finding("raw_order_lines_merge_deterministic", day.isoformat(), Path(files[0]),
                                 f"line {line_id} at source_sequence {sequence} has different content in "
                                 f"{' and '.join(files) if len(files) > 1 else files[0] + ' (twice)'}: which one wins "
                                 "is not determined"))
-    candidates.merge_evidence(con)
     merged = {r[0].isoformat(): r[1:] for r in con.execute(sql.text("day_controls")).fetchall()}
     figures: dict[str, dict[str, Any]] = {}
     for day, rf in sorted(target(raw_files).items()):

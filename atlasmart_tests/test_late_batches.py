@@ -189,10 +189,10 @@ def test_the_merge_sql_equals_the_python_rules_on_random_batch_sets(seed: int) -
 
 @pytest.mark.parametrize("seed", range(6))
 def test_the_merge_conflicts_sql_finds_exactly_the_keys_whose_records_differ(seed: int) -> None:
-    """merge_conflicts.sql (keys found by their hash) against the rule it states, on random days: a line_id and
-    source_sequence held by several records of a day (in one batch or across batches) is a conflict when their
-    content differs (a null differs from a value, wherever it stands), and not when it repeats; records without a
-    day, a line_id or a sequence are never compared."""
+    """merge_conflicts.sql (over the repeated keys repeated_lines.sql finds by their hash) against the rule it
+    states, on random days: a line_id and source_sequence held by several records of a day (in one batch or across
+    batches) is a conflict when their content differs (a null differs from a value, wherever it stands), and not
+    when it repeats; records without a day, a line_id or a sequence are never compared."""
     import random
 
     import duckdb
@@ -229,6 +229,7 @@ def test_the_merge_conflicts_sql_finds_exactly_the_keys_whose_records_differ(see
             held.setdefault((day, line_id, sequence), []).append((batch, tuple(values)))
     expected = {key: sorted({b for b, _ in recs}) for key, recs in held.items()
                 if len(recs) > 1 and len({content for _, content in recs}) > 1}
+    con.execute(f"create table candidate.repeated_lines as {sql.text('repeated_lines')}")
     got = {(day, line_id, sequence): list(batches) for day, line_id, sequence, batches in con.execute(
         f"select partition_date::varchar, line_id, source_sequence, batches from ({sql.text('merge_conflicts')})"
     ).fetchall()}

@@ -3,7 +3,7 @@
 -- batch retracts every line of the day it does not contain whose latest record is older than the snapshot's
 -- source_high_sequence (all its records lose). A winning `delete` is dropped by merged_lines.sql. Only days with
 -- several batches can retract by snapshot (a day's only batch holds every line of the day), and only lines held
--- by several records are ranked, found by the hash of their key (a collision only ranks a line that needs none).
+-- by several records are ranked (candidate.repeated_lines, from repeated_lines.sql).
 -- Listing the few losers instead of writing out the many winners: a year's merged copy took 7 s to write.
 -- The tables are named in each branch, not through a shared CTE: DuckDB fans a CTE with several consumers out
 -- as one stream, and a window over 7.3 M rows then ran 2-3x slower than on its own scan (measured on a year).
@@ -50,17 +50,10 @@ retracted_by_snapshot as (
             and present.line_id = latest_sequence.line_id
 ),
 
-repeated_lines as (
-    select hash(partition_date, line_id) as key_hash
-    from candidate.raw_lines as lines
-    group by key_hash
-    having count(*) > 1
-),
-
 outranked as (
     select lines.rowid as row_id
     from candidate.raw_lines as lines
-    semi join repeated_lines on hash(lines.partition_date, lines.line_id) = repeated_lines.key_hash
+    semi join candidate.repeated_lines as repeated on hash(lines.partition_date, lines.line_id) = repeated.key_hash
     qualify row_number() over (partition by partition_date, line_id order by source_sequence desc) > 1
 ),
 

@@ -1,10 +1,10 @@
--- Per day of a staged-shaped relation named {staged} (an identifier chosen by code, never a value): lines,
--- duplicate line ids, lines whose customer did not resolve to a dimension version, and a fingerprint of the lines
--- (the sum of their hashes: equal multisets of lines, equal sums) that lets a publish find a day unchanged.
+-- Per day of a staged-shaped relation named {staged} (an identifier chosen by code, never a value): lines, lines
+-- whose customer did not resolve to a dimension version, and a fingerprint of the lines (the sum of their hashes:
+-- equal multisets of lines, equal sums) that lets a publish find a day unchanged. Its repeated line ids are
+-- line_id_repeats.sql's.
 select
     partition_date,
     count(*) as lines,
-    count(*) - count(distinct line_id) as duplicate_line_ids,
     count(*) filter (where tier = 'unknown') as unresolved_customers,
     sum(cast(hash(
         partition_date, line_id, order_id, customer_id, country, tier, sku, quantity, unit_price, unit_cost,
