@@ -61,7 +61,7 @@ def merge_evidence(con: duckdb.DuckDBPyConnection) -> bool:
                    "and table_name = 'merged_lines' and table_type = 'BASE TABLE'").fetchone()[0]:
         con.execute("drop table candidate.merged_lines")
     con.execute(f"create or replace view candidate.merged_lines as {sql.text('merged_lines')}")
-    return bool(con.execute("select count(*) from candidate.repeated_lines").fetchone()[0])
+    return bool(con.execute("select count(*) from candidate.repeated_lines").fetchall()[0][0])
 
 
 def evidence(con: duckdb.DuckDBPyConnection, window: Window) -> dict[str, Evidence]:
