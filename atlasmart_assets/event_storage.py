@@ -5,7 +5,8 @@ hands such events over in batches (`DAGSTER_EVENT_BATCH_SIZE`), but its SQLite s
 one event at a time, each with its own SQLAlchemy engine, connection and commit on the run's shard and
 again on the index shard: 10–14 ms an event on this project's machine (`python -m bench.event_storage`),
 about 60 s of a year's ranged run. This storage keeps Dagster's files, tables and semantics (same rows, same ids per shard,
-same asset index) and changes only how a batch reaches them.
+same asset index) and changes only how a batch reaches them, and how a planned check's rows (one per partition of
+the run) are inserted.
 """
 
 import os
@@ -17,13 +18,15 @@ from typing import Any
 
 import dagster._check as check
 from dagster._config import Field, StringSource
+from dagster._core.definitions.asset_checks.asset_check_evaluation import AssetCheckEvaluationPlanned
 from dagster._core.events import ASSET_CHECK_EVENTS, ASSET_EVENTS, BATCH_WRITABLE_EVENTS
 from dagster._core.events.log import EventLogEntry
-from dagster._core.storage.event_log.schema import SqlEventLogStorageTable
+from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
+from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable, SqlEventLogStorageTable
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 from dagster._core.storage.sql import create_engine
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
-from dagster._serdes import ConfigurableClassData
+from dagster._serdes import ConfigurableClassData, serialize_value
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import NullPool
 
@@ -143,8 +146,9 @@ class BatchingSqliteEventLogStorage(SqliteEventLogStorage):
         """What SqliteEventLogStorage.store_event writes to the index for these events: each event's copy, the
         asset events' tags and their asset key rows; the events' ids."""
         event_ids: list[int] = []
+        insert = SqlEventLogStorageTable.insert()  # one statement, compiled once, for every row
         for row in rows:
-            result = conn.execute(SqlEventLogStorageTable.insert().values(**row))
+            result = conn.execute(insert, row)
             event_ids.append(check.not_none(result.inserted_primary_key)[0])
         asset_events = [(event, event_id) for event, event_id in zip(events, event_ids)
                         if event.dagster_event_type in ASSET_EVENTS]
@@ -159,3 +163,19 @@ class BatchingSqliteEventLogStorage(SqliteEventLogStorage):
         for position in sorted(newest.values()):
             self._store_asset_event(conn, *asset_events[position])
         return event_ids
+
+    def _store_asset_check_evaluation_planned(self, event: EventLogEntry, event_id: int | None) -> None:
+        """Dagster's rows for a planned check, one per partition of the run, with the event serialized once and
+        the rows inserted as one executemany. Dagster serializes the same event again for every partition and
+        compiles a single INSERT holding all their values: for a year's run, 17 checks × 365 days took 4.2 s of
+        the 6–7 s its events took to store."""
+        planned = check.inst(check.not_none(event.dagster_event).event_specific_data, AssetCheckEvaluationPlanned)
+        partition_keys = (planned.partitions_subset.get_partition_keys() if planned.partitions_subset
+                          else [None])
+        row = {"asset_key": planned.asset_key.to_string(), "check_name": planned.check_name, "run_id": event.run_id,
+               "execution_status": AssetCheckExecutionRecordStatus.PLANNED.value,
+               "evaluation_event": serialize_value(event),
+               "evaluation_event_timestamp": self._event_insert_timestamp(event),
+               "evaluation_event_storage_id": event_id}
+        with self.index_connection() as conn:
+            conn.execute(AssetCheckExecutionsTable.insert(), [{**row, "partition": key} for key in partition_keys])

@@ -1,6 +1,8 @@
 """Shared fixtures: a real DuckDB data dir and a copy of the shipped raw evidence per test."""
 
+import atexit
 import os
+import shutil
 import tempfile
 
 # The partitions definition reads ATLASMART_AS_OF at import: pin the lab's "today" before anything imports it.
@@ -8,8 +10,8 @@ os.environ.setdefault("ATLASMART_AS_OF", "2026-09-22")
 os.environ.setdefault("ATLASMART_START_DATE", "2026-09-01")
 # `make test` exports the repo's DAGSTER_HOME (var/dagster_home); tests never write run history there.
 os.environ["DAGSTER_HOME"] = tempfile.mkdtemp(prefix="atlasmart-tests-home-")
+atexit.register(shutil.rmtree, os.environ["DAGSTER_HOME"], ignore_errors=True)  # each test process's own
 
-import shutil  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Callable, Iterator  # noqa: E402
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import dagster as dg
 import pytest
+import sqlalchemy
 
 from atlasmart_assets import event_storage
 from atlasmart_assets.definitions import defs
@@ -87,6 +88,11 @@ def _view(instance: dg.DagsterInstance, run_id: str) -> dict[str, Any]:
     for check in defs.resolve_asset_graph().asset_check_keys:
         history = storage.get_asset_check_execution_history(check, limit=10)
         view[f"check {check.to_user_string()}"] = [(h.status.value, h.run_id == run_id) for h in history]
+    # Every row of the check executions (a planned check has one per partition of the run), ids left out.
+    with storage.index_connection() as conn:
+        view["check execution rows"] = Counter(conn.execute(sqlalchemy.text(
+            "select asset_key, check_name, partition, execution_status, run_id = :run, evaluation_event is not null, "
+            "evaluation_event_storage_id is not null from asset_check_executions"), {"run": run_id}).fetchall())
     return view
 
 
