@@ -18,10 +18,13 @@ from atlasmart_tests import state
 DAYS = ("2026-09-18", "2026-09-19", "2026-09-20")
 
 
-def _backfill(cfg, name: str = "bf-shared") -> str:
-    """A ranged run of the daily job over DAYS; returns its publication id."""
+def _backfill(cfg, name: str = "bf-shared", logs: list[str] | None = None) -> str:
+    """A ranged run of the daily job over DAYS; returns its publication id (and adds its log lines to `logs`)."""
     with dg.DagsterInstance.ephemeral() as inst:
-        assert run_chain(inst, DAYS[0], DAYS[-1], {"dagster/backfill": name}).success
+        result = run_chain(inst, DAYS[0], DAYS[-1], {"dagster/backfill": name})
+        assert result.success
+        if logs is not None:
+            logs += [e.user_message for e in inst.all_logs(result.run_id) if e.user_message]
     return state.table_rows(cfg, "(select publication_id, seq from audit.publications)",
                             "seq = (select max(seq) from audit.publications)")[0][0]
 
@@ -75,9 +78,15 @@ def test_only_the_days_whose_lines_changed_are_written(env, published, monkeypat
     first = state.table_rows(env, "audit.current_publications")[0][1]
     shipped = state.content(env)
     lab.publish_legacy_incident(Warehouse())  # 2026-09-20 moves; the two days before do not
-    fix = _backfill(env, "bf-fix")
+    logs: list[str] = []
+    fix = _backfill(env, "bf-fix", logs)
     assert state.content(env) == shipped
     assert _stored_days(env, fix) == ["2026-09-20"]
+    # The run's log says which chunks had nothing to write.
+    chunks = [m.split("publish: ")[1].split(";")[0] for m in logs if "[4/4] publish: chunk" in m]
+    assert chunks == ["chunk 1/3 (2026-09-18): no day changed, nothing to write",
+                      "chunk 2/3 (2026-09-19): no day changed, nothing to write",
+                      "chunk 3/3 (2026-09-20) written ahead, 1 changed day(s)"], chunks
     assert _stored_as(env, fix) == {"2026-09-18": first, "2026-09-19": first, "2026-09-20": fix}
 
 

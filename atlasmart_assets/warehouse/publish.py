@@ -51,7 +51,7 @@ def _refuse_if_abandoned(con: duckdb.DuckDBPyConnection, pub_id: str) -> None:
                               "ended); nothing was published, re-run")
 
 
-OnChunk = Callable[[int, int, Window], None]
+OnChunk = Callable[[int, int, Window, int], None]  # (k, n, the chunk's days, how many of them written)
 
 
 def _next_hold(wh: Warehouse, give_way: GiveWay | None, stats: LockStats | None, first: bool = False) -> None:
@@ -95,9 +95,10 @@ def _write_ahead(wh: Warehouse, scratch: Path, parts: list[Window], pub_id: str,
             yield con
 
     for n, part in enumerate(parts):
-        if n > 0 and set(part.keys) <= set(reuse):
+        changed = sum(1 for day in part.keys if day not in reuse)
+        if n > 0 and not changed:
             if on_chunk is not None:
-                on_chunk(n + 1, len(parts), part)
+                on_chunk(n + 1, len(parts), part, 0)
             continue
         _next_hold(wh, give_way, stats, first=n == 0)
 
@@ -117,7 +118,7 @@ def _write_ahead(wh: Warehouse, scratch: Path, parts: list[Window], pub_id: str,
 
         _hold(wh, give_way, stats, with_scratch, chunk)
         if on_chunk is not None:
-            on_chunk(n + 1, len(parts), part)
+            on_chunk(n + 1, len(parts), part, changed)
 
 
 def _prune(wh: Warehouse, parts: list[Window], stats: LockStats | None, give_way: GiveWay | None) -> None:
@@ -177,7 +178,7 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
     than rows, and retention follows the commit; a window of one chunk (today's load) does all of it in the
     commit, one hold. `expected` is what the audit compared against: if another publisher moved a partition
     since, nothing is published. `give_way` (a backfill's) is called before each hold of a long write, `on_chunk`
-    (k, n, days) after each chunk written ahead."""
+    (k, n, days, how many of them were written) after each chunk of the write ahead."""
     cfg = wh.settings
     pub_id = ledger.new_publication_id(kind)
     parts = window.split(cfg.chunk_days)
