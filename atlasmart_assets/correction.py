@@ -298,7 +298,7 @@ def correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool],
             def written(k: int, n: int, part: Window, changed: int) -> None:
                 progress.part("publish", k / (n + 1),
                               f"chunk {k}/{n} ({part}) written ahead, {changed} changed day(s)" if changed else
-                              f"chunk {k}/{n} ({part}): no day changed, nothing to write")
+                              f"chunk {k}/{n} ({part}): no day changed, no line written")
             outcome.publication = publish(wh, wh.scratch_path(run_id), scope.window, scope.run, CODE_VERSION, days,
                                           current, stats=stats, give_way=give_way, on_chunk=written)
             wh.drop_scratch(run_id)

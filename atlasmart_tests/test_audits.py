@@ -106,7 +106,8 @@ def test_a_line_id_on_two_days_of_the_window_is_refused_naming_both(env, publish
 
 def test_repeated_line_ids_are_counted_per_day_for_each_audit(env, published) -> None:
     """One pass finds every repeated line id: each day's count of lines repeating one of its line ids (staged and
-    fact), and a line id on two days, even where it also repeats within a day."""
+    fact; a line without a line id counts too), and a line id on two days, even where it also repeats within a
+    day."""
     published(("2026-09-18", "2026-09-20"))
     craft = ("insert into candidate.staged_order_lines select * from candidate.staged_order_lines "
              "where line_id = '2026-09-19-L000003'; "
@@ -115,13 +116,16 @@ def test_repeated_line_ids_are_counted_per_day_for_each_audit(env, published) ->
              "insert into candidate.staged_order_lines select * replace (date '2026-09-18' as partition_date) "
              "from candidate.staged_order_lines where line_id in ('2026-09-20-L0002', '2026-09-19-L000007'); "
              "insert into candidate.staged_order_lines select * from candidate.staged_order_lines "
-             "where line_id = '2026-09-19-L000007' and partition_date = '2026-09-19'")  # and 1 more
+             "where line_id = '2026-09-19-L000007' and partition_date = '2026-09-19'; "  # and 1 more
+             # A line without a line id repeats none, yet is no unique line: counted, as count(distinct) counts it.
+             "insert into candidate.staged_order_lines select * replace (null as line_id) "
+             "from candidate.staged_order_lines where line_id = '2026-09-18-L000004'")
     outcome = correct(Warehouse(), _scope("crafted-repeats", Window.of("2026-09-18", "2026-09-20"), "bf-crafted"),
                       lambda _: True, adjust_staged=_craft(craft))
     by_check = {a.check: a for a in outcome.audits}
     for check in (STAGED_UNIQUE, CANDIDATE_UNIQUE):
         assert by_check[check].blocks
-        assert by_check[check].figures["duplicate_line_ids"] == {"2026-09-18": 0, "2026-09-19": 4,
+        assert by_check[check].figures["duplicate_line_ids"] == {"2026-09-18": 1, "2026-09-19": 4,
                                                                  "2026-09-20": 0}
     assert by_check[UNIQUE_ACROSS_DAYS].figures["line_ids_on_other_days"] == {
         "2026-09-18": ["2026-09-19-L000007", "2026-09-20-L0002"],

@@ -3,10 +3,12 @@
 -- {published} (the published fact outside the window; an identifier chosen by code, never a value). Days with
 -- neither are not listed.
 -- One pass over the window's line ids finds the few that are held more than once, by their hash (one integer to
--- group on; a collision only adds a line id that is then counted on the line id itself). It serves the staged and
--- fact candidates' per-day uniqueness and the cross-day audit at once: three passes over a year's 7.3 M line ids
--- (a distinct count for each candidate, a group by line id across days) took 4.4 s, this one 1.0 s. The staged
--- table is named in each branch, not through a shared CTE (see merge_losers.sql).
+-- group on; a collision only adds a line id that is then counted on the line id itself). A line without a line id
+-- repeats none but is no unique line either: it counts as a repeat of its day, as count(distinct line_id) counts
+-- it, and is on no other day. It serves the staged and fact candidates' per-day uniqueness and the cross-day audit
+-- at once: three passes over a year's 7.3 M line ids (a distinct count for each candidate, a group by line id
+-- across days) took 4.4 s, this one 1.0 s. The staged table is named in each branch, not through a shared CTE
+-- (see merge_losers.sql).
 with repeated_keys as (
     select hash(line_id) as key_hash
     from (
@@ -15,7 +17,7 @@ with repeated_keys as (
         select line_id from ({published})
     )
     group by key_hash
-    having count(*) > 1
+    having count(*) > 1 or count(*) filter (where line_id is null) > 0
 ),
 
 repeated as (
@@ -50,7 +52,7 @@ final as (
             list(repeated.line_id order by repeated.line_id) filter (where spread.on_two_days), []
         )[1:20] as line_ids_on_other_days
     from repeated
-    inner join spread using (line_id)
+    left join spread using (line_id)
     where repeated.in_candidate
     group by repeated.partition_date
 )
