@@ -125,7 +125,7 @@ def audit(scope: RunScope, con: duckdb.DuckDBPyConnection, current: dict[str, Cu
     """Every audit of the window's candidates, and what each day would publish. `repeats`: the candidate's
     repeated line ids, found by the caller (partly under a warehouse hold)."""
     window = scope.window
-    fact = candidates.controls(con, "candidate.fct_order_lines", window, query="fact_totals")
+    fact = candidates.controls(con, "candidate.fct_order_lines", window)
     mart = candidates.controls(con, "candidate.revenue_daily", window, kind="mart")
     suppressed = suppressed or {}
     days = candidates.days(con, window, evidence, reference=reference.identity(ref) if ref else None,
