@@ -116,8 +116,8 @@ def build(con: duckdb.DuckDBPyConnection) -> None:
 
 def controls(con: duckdb.DuckDBPyConnection, relation: str, window: Window, kind: str = "fact",
              query: str | None = None) -> dict[str, dict[str, Any]]:
-    """Per day: the six controls (and, for facts, duplicate line ids) of a fact- or mart-shaped relation; `query`
-    names another per-day figures query over the same {kind} relation (default: `<kind>_controls`)."""
+    """Per day: the figures of `<kind>_controls.sql` (the six controls of a fact or mart, a staged relation's
+    lines and fingerprint) over `relation`, or those of the query named `query` over the same {kind} relation."""
     query = sql.text(query or f"{kind}_controls").format(**{kind: relation})
     cur = con.execute(query, window.params)
     names = [d[0] for d in cur.description]

@@ -125,6 +125,7 @@ def audit(scope: RunScope, con: duckdb.DuckDBPyConnection, current: dict[str, Cu
     """Every audit of the window's candidates, and what each day would publish. `repeats`: the candidate's
     repeated line ids, found by the caller (partly under a warehouse hold)."""
     window = scope.window
+    repeated_within_days = repeats.within_days(window)
     fact = candidates.controls(con, "candidate.fct_order_lines", window)
     mart = candidates.controls(con, "candidate.revenue_daily", window, kind="mart")
     suppressed = suppressed or {}
@@ -137,8 +138,8 @@ def audit(scope: RunScope, con: duckdb.DuckDBPyConnection, current: dict[str, Cu
     return [
         # The fact candidate is the staged one row for row (fct_order_lines.sql projects it, with no join or
         # filter): the same line ids per day, so one count serves both.
-        audits.unique_keys(STAGED_UNIQUE, STAGED_ORDER_LINES, repeats.within_days(window)),
-        audits.unique_keys(CANDIDATE_UNIQUE, FCT_ORDER_LINES, repeats.within_days(window)),
+        audits.unique_keys(STAGED_UNIQUE, STAGED_ORDER_LINES, repeated_within_days),
+        audits.unique_keys(CANDIDATE_UNIQUE, FCT_ORDER_LINES, repeated_within_days),
         audits.controls_match(CONTROLS_MATCH_RAW, FCT_ORDER_LINES, {d: fact_lists.get(d, [0] * 6) for d in window.keys},
                               expected, "raw_manifest_less_suppressed",
                               extra={"suppressed": {d: {"lines": s["controls"][0], "requests": s["requests"]}

@@ -73,13 +73,13 @@ def _read_by_chunk(wh: Warehouse, window: Window,
 
 def published_fact_unique(wh: Warehouse, window: Window, give_way: GiveWay | None = None) -> Audit:
     (figures,) = _read_by_chunk(wh, window, lambda con, part: (
-        candidates.controls(con, "fact.fct_order_lines", part, kind="fact", query="fact_duplicates"),), give_way)
+        candidates.controls(con, "fact.fct_order_lines", part, query="fact_duplicates"),), give_way)
     return unique_keys(FACT_UNIQUE, FCT_ORDER_LINES, {d: f["duplicate_line_ids"] for d, f in figures.items()})
 
 
 def published_mart_matches_fact(wh: Warehouse, window: Window, give_way: GiveWay | None = None) -> Audit:
     fact, mart = _read_by_chunk(wh, window, lambda con, part: (
-        candidates.controls(con, "fact.fct_order_lines", part, kind="fact"),
+        candidates.controls(con, "fact.fct_order_lines", part),
         candidates.controls(con, "mart.revenue_daily", part, kind="mart")), give_way)
     return controls_match(MART_MATCHES, REVENUE_DAILY, {d: candidates.control_list(m) for d, m in mart.items()},
                           {d: candidates.control_list(f) for d, f in fact.items()}, "published_fact")
