@@ -145,18 +145,24 @@ def test_a_correction_without_its_raw_step_reads_the_evidence_back_a_chunk_at_a_
     assert run_chain(instance, *WINDOW).success
     content = state.content(env)
     wh = Warehouse()
-    reads = []
-    real_reader = Warehouse.reader
+    reads, chunk_reads = [], []
+    real_reader, real_attach = Warehouse.reader, raw_load.attach_waiting
 
     def counting_reader(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
         reads.append(1)
         return real_reader(self, *args, **kwargs)
 
+    def counting_attach(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        chunk_reads.append(1)
+        return real_attach(*args, **kwargs)
+
     monkeypatch.setattr(Warehouse, "reader", counting_reader)
+    monkeypatch.setattr(raw_load, "attach_waiting", counting_attach)
     scope = RunScope(Window.of(*WINDOW), RunInfo("correction-alone", "bf-alone"), "backfill", "2026-09-21", None)
     outcome = correct(wh, scope, lambda _: True)
     assert outcome.publication is not None, [a.description for a in outcome.refused]
-    assert len(reads) >= 1 + 4, "the current publication, then 10 days of lines in chunks of 3"
+    assert reads, "the current publication is read"
+    assert len(chunk_reads) == 4, "then 10 days of lines, read back in chunks of 3: four short reads"
     assert state.content(env) == content
 
 
