@@ -39,6 +39,11 @@ class Progress:
         self._finished.add(phase)
         self._line(phase, detail, self._done)
 
+    def expect(self, phase: str, fraction: float) -> None:
+        """Only `fraction` (0..1) of the phase's typical work lies ahead: the estimate shrinks its share to match
+        (a re-publish appends no batch and writes no unchanged day, which a first load's shares assume it does)."""
+        self._weights[phase] = self._weights.get(phase, 0.0) * min(max(fraction, 0.0), 1.0)
+
     def finished(self, *phases: str) -> None:
         """These phases finished, said elsewhere (by a copy of this object in the process that ran them): counted
         for what remains, not logged again."""

@@ -192,6 +192,10 @@ def load(wh: Warehouse, scope: RunScope, threads: int | None = None,
         return RawLoad(_audits([finding], []), [], {}, [], stats)
     loaded = [f for f in files if f.read_back]
     read_back(wh, run_id, sorted({f.partition for f in loaded}), stats, give_way)
+    # Raw is immutable: a batch whose identical file is already fully loaded needs no second copy.
+    to_load = [f for f in files if (f.partition, f.batch_id) not in first_seen
+               or first_seen[(f.partition, f.batch_id)]["loaded_rows"] != f.manifest["records"]]
+    progress.expect("append", len(to_load) / max(len(files), 1))
     progress.done("parse", f"{len(files)} batch file(s): {len(files) - len(loaded)} parsed, {len(loaded)} "
                            "already loaded from identical files read back from the warehouse")
     figures, findings = scratch_work.run(lambda: _profile(wh, scope, threads, files, progress), log=log)
@@ -201,9 +205,6 @@ def load(wh: Warehouse, scope: RunScope, threads: int | None = None,
     if any(a.blocks for a in audits):
         progress.end("profile", f"refused by {', '.join(a.check for a in audits if a.blocks)}; nothing appended")
         return RawLoad(audits, files, figures, [], stats)
-    # Raw is immutable: a batch whose identical file is already fully loaded needs no second copy.
-    to_load = [f for f in files if (f.partition, f.batch_id) not in first_seen
-               or first_seen[(f.partition, f.batch_id)]["loaded_rows"] != f.manifest["records"]]
     # Each chunk of days is its own short transaction (rows and batch records together), so a year's first load
     # never holds the warehouse for long; a crash between chunks leaves whole batches, and the next run loads the rest.
     days, step = sorted({f.partition for f in to_load}), wh.settings.chunk_days

@@ -28,6 +28,11 @@ def _parse_line(instance, result) -> str:  # noqa: ANN001
     return line
 
 
+def _profile_line(instance, result) -> str:  # noqa: ANN001
+    [line] = [m for m in _logs(instance, result) if "] profile:" in m]
+    return line
+
+
 def _raw_lines(wh: Warehouse, run_id: str) -> list[tuple]:
     con = wh.open_scratch(run_id)
     try:
@@ -89,6 +94,9 @@ def test_a_rerun_parses_only_what_is_new(env, instance, monkeypatch) -> None:
     assert again.success, state.failure_text(again)
     assert "10 batch file(s): 0 parsed, 10 already loaded" in _parse_line(instance, again)
     assert state.content(env) == content, "read back, the same evidence publishes the same content"
+    assert "s to go" in _profile_line(instance, first), "a first load appends every batch after its profile"
+    assert _profile_line(instance, again).endswith(", done"), \
+        "nothing left to append: the estimate does not wait for a first load's append"
 
     day = dt.date.fromisoformat("2026-09-04")
     generate.late_delta(env.raw_dir, day, "B-2026-09-04-02", new=2, restate=1, retract=1)

@@ -86,6 +86,21 @@ def test_progress_within_a_phase_estimates_less_as_it_goes(monkeypatch) -> None:
     assert lines[2].endswith("30.0 s so far, ended"), "a refusal estimates nothing"
 
 
+def test_progress_expects_only_the_work_a_run_has_ahead(monkeypatch) -> None:
+    """A phase with less ahead than a typical run's (a re-publish's append of no batch) weighs less in the
+    estimate; with none ahead, the phase before it ends the estimate."""
+    clock = iter([0.0, 10.0, 20.0, 30.0])
+    monkeypatch.setattr("atlasmart_assets.progress.time.monotonic", lambda: next(clock))
+    lines: list[str] = []
+    progress = Progress(lines.append, "job", (("a", 1.0), ("b", 1.0), ("c", 2.0)))
+    progress.expect("c", 0.5)
+    progress.done("a", "x")   # 10 s for a third of what is ahead (1 of 1 + 1 + 1): about 20 s to go
+    progress.expect("c", 0.0)
+    progress.done("b", "y")   # nothing of c is ahead: done
+    assert lines[0].endswith("10.0 s so far, about 20 s to go"), lines[0]
+    assert lines[1].endswith("20.0 s so far, done"), lines[1]
+
+
 def test_without_per_thread_cpu_sets_a_backfill_step_caps_its_threads_when_it_starts(instance, monkeypatch) -> None:
     monkeypatch.setattr(capacity, "PINS", False)
     assert capacity.backfill_threads(instance, 1) is None, "idle current lane: every core"
