@@ -12,13 +12,14 @@ class Progress:
         self._log = log
         self._what = what
         self._weights = dict(phases)
+        self._typical = dict(phases)
         self._order = [name for name, _ in phases]
         self._finished: set[str] = set()
         self._started = time.monotonic()
 
     @property
     def _done(self) -> float:
-        return sum(self._weights.get(name, 0.0) for name in self._finished)
+        return sum(self._weights[name] for name in self._order if name in self._finished)
 
     def _line(self, phase: str, detail: str, share: float, estimate: bool = True) -> None:
         elapsed = time.monotonic() - self._started
@@ -27,7 +28,8 @@ class Progress:
         position = f"{self._order.index(phase) + 1}/{len(self._order)}" if phase in self._order else "-"
         if not estimate:
             tail = "ended"
-        elif left is None or share >= total:
+        # Sums of the same shares in another order may differ in the last bit: that is done, not "0 s to go".
+        elif left is None or share >= total - 1e-9:
             tail = "done"
         else:
             tail = f"about {left:.0f} s to go"
@@ -42,7 +44,7 @@ class Progress:
     def expect(self, phase: str, fraction: float) -> None:
         """Only `fraction` (0..1) of the phase's typical work lies ahead: the estimate shrinks its share to match
         (a re-publish appends no batch and writes no unchanged day, which a first load's shares assume it does)."""
-        self._weights[phase] = self._weights.get(phase, 0.0) * min(max(fraction, 0.0), 1.0)
+        self._weights[phase] = self._typical.get(phase, 0.0) * min(max(fraction, 0.0), 1.0)
 
     def finished(self, *phases: str) -> None:
         """These phases finished, said elsewhere (by a copy of this object in the process that ran them): counted

@@ -151,8 +151,14 @@ def read_back(wh: Warehouse, run_id: str, days: list[str], stats: LockStats, giv
             held_from = time.monotonic()  # the wait is recorded apart, by attach_waiting
             try:
                 yield con
-            finally:
+            except BaseException:
+                # The chunk's own error is the one to report; closing the connection releases w anyway.
+                with contextlib.suppress(duckdb.Error):
+                    con.execute("detach w")
+                raise
+            else:
                 con.execute("detach w")
+            finally:
                 stats.holds.append(time.monotonic() - held_from)
 
         for part in _chunks(wh, days, stats, give_way):

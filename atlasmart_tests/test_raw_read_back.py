@@ -11,7 +11,7 @@ import duckdb
 from atlasmart_assets import generate, raw_files, raw_load, sql
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.warehouse import ledger
-from atlasmart_assets.warehouse.connection import LockStats
+from atlasmart_assets.warehouse.connection import LockStats, attach
 from atlasmart_assets.window import Window
 from atlasmart_tests import state
 
@@ -213,3 +213,55 @@ def test_a_long_read_back_gives_its_chunks_up_to_processes_waiting_on_the_wareho
                 if r.partition_key == WINDOW[1] and r.run_id == result.run_id]
     assert record.asset_materialization.metadata["holds_given_up"].value == 4 * connection.PREEMPT_MAX, "10 days in chunks of 3: 4 chunks, each given up PREEMPT_MAX times"
     assert state.content(env) == content, "each line read back once: the same content"
+
+
+def _writer_can_open(path) -> bool:  # noqa: ANN001
+    """Whether another process can open the warehouse read-write right now (DuckDB's file lock)."""
+    import subprocess
+    import sys
+
+    probe = ("import duckdb, sys\n"
+             "try:\n    duckdb.connect(sys.argv[1]).close()\nexcept duckdb.IOException:\n    sys.exit(3)\n")
+    return subprocess.run([sys.executable, "-c", probe, str(path)], check=False).returncode == 0
+
+
+def test_a_read_back_keeps_writers_out_during_each_chunk_and_lets_them_in_between(env, instance,
+                                                                                   monkeypatch) -> None:
+    """Each chunk's read-only attach of the warehouse keeps another process's writer out while the chunk is read
+    (as a read-only connection did), and its detach lets one in before the next chunk."""
+    from atlasmart_assets.lab import run_chain
+
+    monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "3")
+    assert run_chain(instance, *WINDOW).success
+    wh = Warehouse()
+    con = wh.open_scratch("locks")
+    try:
+        con.execute(sql.text("raw_lines_table"))
+        con.execute("create or replace table candidate.reused_batches (partition_date date, batch_id varchar, "
+                    "file varchar)")
+    finally:
+        con.close()
+    with wh.reader() as rcon:
+        attach(rcon, wh.scratch_path("locks"), "s")
+        rcon.execute("insert into s.candidate.reused_batches select partition_date, batch_id, file from raw.batches")
+        rcon.execute("detach s")
+    during, between = [], []
+    real_hold = raw_load.preemptible_hold
+
+    def probing_hold(open_hold, path, body, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        def probed(con):  # noqa: ANN001, ANN202
+            body(con)
+            during.append(_writer_can_open(path))
+        real_hold(open_hold, path, probed, *args, **kwargs)
+        between.append(_writer_can_open(path))
+
+    monkeypatch.setattr(raw_load, "preemptible_hold", probing_hold)
+    raw_load.read_back(wh, "locks", Window.of(*WINDOW).keys, LockStats(), None)
+    assert during == [False] * 4, "10 days in chunks of 3: a writer is kept out during each of the 4 chunks"
+    assert between == [True] * 4, "and let in after each"
+    assert len(_raw_lines(wh, "locks")) == len(_raw_lines_of_warehouse(wh)), "every loaded line read back"
+
+
+def _raw_lines_of_warehouse(wh: Warehouse) -> list[tuple]:
+    with wh.reader() as con:
+        return con.execute("select * from raw.order_lines").fetchall()

@@ -101,6 +101,21 @@ def test_progress_expects_only_the_work_a_run_has_ahead(monkeypatch) -> None:
     assert lines[1].endswith("20.0 s so far, done"), lines[1]
 
 
+def test_progress_expectations_replace_each_other_and_a_finished_step_is_done(monkeypatch) -> None:
+    clock = iter([0.0, 10.0, 20.0])
+    monkeypatch.setattr("atlasmart_assets.progress.time.monotonic", lambda: next(clock))
+    lines: list[str] = []
+    # Shares whose sum depends on the order they are added in (0.9999999999999999 or 1.0).
+    progress = Progress(lines.append, "job", (("build", 0.3), ("audit", 0.15), ("publish", 0.45), ("read", 0.1)))
+    progress.expect("publish", 0.5)
+    progress.expect("publish", 0.5)  # half of a typical publish, not a quarter
+    progress.done("build", "x")      # 10 s for 0.3 of 0.775: about 16 s to go
+    progress.finished("audit", "publish")
+    progress.done("read", "y")
+    assert lines[0].endswith("10.0 s so far, about 16 s to go"), lines[0]
+    assert lines[1].endswith("20.0 s so far, done"), lines[1]
+
+
 def test_without_per_thread_cpu_sets_a_backfill_step_caps_its_threads_when_it_starts(instance, monkeypatch) -> None:
     monkeypatch.setattr(capacity, "PINS", False)
     assert capacity.backfill_threads(instance, 1) is None, "idle current lane: every core"
