@@ -4,7 +4,6 @@ fact and mart (with the ledger and the extracts) in one commit only if no blocki
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
@@ -17,7 +16,7 @@ from atlasmart_assets.progress import Progress
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunScope
 from atlasmart_assets.warehouse import flags, ledger
-from atlasmart_assets.warehouse.connection import GiveWay, LockStats, attach, attach_waiting
+from atlasmart_assets.warehouse.connection import GiveWay, LockStats, attach, attached_hold
 from atlasmart_assets.warehouse.ledger import Current, DayCandidate, Publication
 from atlasmart_assets.warehouse.publish import collect_abandoned, publish
 from atlasmart_assets.window import Window
@@ -175,15 +174,10 @@ def _line_id_repeats(wh: Warehouse, scope: RunScope, con: duckdb.DuckDBPyConnect
     The warehouse is held only while the published days outside the window are searched for the candidate's
     line ids (a semi join that finds the few shared ones); the pass over the window runs after it is released."""
     if wh.settings.warehouse_path.exists():
-        attach_waiting(con, wh.settings.warehouse_path, "w", wh.settings.lock_timeout_s, stats)
-        held_from = time.monotonic()  # the wait is recorded apart, by attach_waiting
-        try:
+        with attached_hold(con, wh.settings.warehouse_path, "w", wh.settings.lock_timeout_s, stats):
             con.execute("create or replace temp table published_elsewhere as select partition_date, line_id "
                         "from w.fact.fct_order_lines where partition_date not between $start and $end "
                         "and line_id in (select line_id from candidate.fct_order_lines)", scope.window.params)
-        finally:
-            con.execute("detach w")
-            stats.holds.append(time.monotonic() - held_from)
         published = "select partition_date, line_id from published_elsewhere"
     else:
         published = "select cast(null as date) as partition_date, cast(null as varchar) as line_id where false"

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -25,7 +24,7 @@ from atlasmart_assets.warehouse.connection import (
     GiveWay,
     LockStats,
     attach,
-    attach_waiting,
+    attached_hold,
     hand_over,
     preemptible_hold,
 )
@@ -145,21 +144,8 @@ def read_back(wh: Warehouse, run_id: str, days: list[str], stats: LockStats, giv
     long_read = give_way is not None and len(days) > wh.settings.chunk_days
     con = wh.open_scratch(run_id)
     try:
-        @contextlib.contextmanager
-        def hold() -> Iterator[duckdb.DuckDBPyConnection]:
-            attach_waiting(con, wh.settings.warehouse_path, "w", wh.settings.lock_timeout_s, stats)
-            held_from = time.monotonic()  # the wait is recorded apart, by attach_waiting
-            try:
-                yield con
-            except BaseException:
-                # The chunk's own error is the one to report; closing the connection releases w anyway.
-                with contextlib.suppress(duckdb.Error):
-                    con.execute("detach w")
-                raise
-            else:
-                con.execute("detach w")
-            finally:
-                stats.holds.append(time.monotonic() - held_from)
+        def hold() -> contextlib.AbstractContextManager[duckdb.DuckDBPyConnection]:
+            return attached_hold(con, wh.settings.warehouse_path, "w", wh.settings.lock_timeout_s, stats)
 
         for part in _chunks(wh, days, stats, give_way):
             span = Window.of(part[0], part[-1])

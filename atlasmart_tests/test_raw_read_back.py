@@ -154,7 +154,7 @@ def test_a_correction_without_its_raw_step_reads_the_evidence_back_a_chunk_at_a_
     content = state.content(env)
     wh = Warehouse()
     reads, chunk_reads = [], []
-    real_reader, real_attach = Warehouse.reader, raw_load.attach_waiting
+    real_reader, real_attach = Warehouse.reader, raw_load.attached_hold
 
     def counting_reader(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
         reads.append(1)
@@ -165,7 +165,7 @@ def test_a_correction_without_its_raw_step_reads_the_evidence_back_a_chunk_at_a_
         return real_attach(*args, **kwargs)
 
     monkeypatch.setattr(Warehouse, "reader", counting_reader)
-    monkeypatch.setattr(raw_load, "attach_waiting", counting_attach)
+    monkeypatch.setattr(raw_load, "attached_hold", counting_attach)
     scope = RunScope(Window.of(*WINDOW), RunInfo("correction-alone", "bf-alone"), "backfill", "2026-09-21", None)
     outcome = correct(wh, scope, lambda _: True)
     assert outcome.publication is not None, [a.description for a in outcome.refused]

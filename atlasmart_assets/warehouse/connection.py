@@ -160,6 +160,27 @@ def attach_waiting(con: duckdb.DuckDBPyConnection, path: Path, alias: str, timeo
         stats.waits.append(time.monotonic() - started)
 
 
+@contextlib.contextmanager
+def attached_hold(con: duckdb.DuckDBPyConnection, path: Path, alias: str, timeout_s: float,
+                  stats: LockStats | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Another process's database attached read-only to `con` for one short hold (a writer of `path` is kept out
+    as by a read-only connection), then detached; the wait and the hold are recorded apart."""
+    attach_waiting(con, path, alias, timeout_s, stats)
+    held_from = time.monotonic()
+    try:
+        yield con
+    except BaseException:
+        # The hold's own error is the one to report; closing the connection releases the database anyway.
+        with contextlib.suppress(duckdb.Error):
+            con.execute(f"detach {alias}")
+        raise
+    else:
+        con.execute(f"detach {alias}")
+    finally:
+        if stats is not None:
+            stats.holds.append(time.monotonic() - held_from)
+
+
 # How often a preemptible hold looks for announced waiters, and for today's load starting (a run storage read);
 # how often one chunk's hold is given up at most to waiters, and to today's load starting.
 PREEMPT_POLL_S = 0.05
