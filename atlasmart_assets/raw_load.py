@@ -134,7 +134,7 @@ def read_back(wh: Warehouse, run_id: str, days: list[str], stats: LockStats, giv
     """The lines of the batches the run's scratch lists in candidate.reused_batches, copied from raw.order_lines
     into its candidate.raw_lines, a chunk of `days` per short read. One scratch connection takes them all and
     attaches the warehouse read-only for each chunk: the scratch is written back once, at the end, not inside
-    every hold (a year's read-back: 6.2-7.5 s against 8.1-10.2 s, holds of 0.6-0.7 s against 1.2-1.4 s). A reader
+    every hold (a year's read-back: 6.2-7.5 s against 8.1-10.2 s, holds of 0.6-0.8 s against 1.2-1.4 s). A reader
     keeps today's publish out as a writer would, so a backfill's long read is held as its appends are: it gives
     way before each chunk, and a chunk under way is given up (rolled back) to a process waiting on the lock or to
     today's load starting."""
