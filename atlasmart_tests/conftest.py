@@ -28,6 +28,29 @@ from atlasmart_tests import state  # noqa: E402
 REPO_RAW = Path(__file__).resolve().parent.parent / "raw"
 
 
+LOST_GROUP = pytest.StashKey[str]()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under `--dist loadgroup` pytest-xdist keeps an `xdist_group` on one worker by appending `@<group>` to each
+    of its tests' ids. Where it could not (pytest 9.2 with pytest-xdist 3.8), the groups are silently spread over
+    the workers: each such test fails at setup, before its fixtures, saying why."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    for item in items:
+        if item.get_closest_marker("xdist_group") and "@" not in item.nodeid:
+            item.stash[LOST_GROUP] = (f"--dist loadgroup lost this test's xdist_group ({item.nodeid} has no @group): "
+                                      "this pytest and pytest-xdist do not group tests (see README, Dependencies)")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    lost = item.stash.get(LOST_GROUP, None)
+    if lost:
+        pytest.fail(lost, pytrace=False)
+
+
 @pytest.fixture
 def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> settings.Settings:
     """ATLASMART_RAW_DIR (a writable copy of raw/) and ATLASMART_DATA_DIR under tmp_path."""
