@@ -28,6 +28,7 @@ from atlasmart_assets.warehouse.connection import open_file
 from atlasmart_tests.deployment import (
     FINISHED,
     REPO_ROOT,
+    WORKER_B,
     Deployment,
     deployment,
     runs,
@@ -37,7 +38,7 @@ from atlasmart_tests.deployment import (
 )
 from atlasmart_tests.slack_server import SlackServer
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, WORKER_B]
 
 CHAIN = [["raw", "order_lines"], ["staged", "order_lines"], ["fact", "fct_order_lines"], ["mart", "revenue_daily"]]
 BACKFILL = [f"2026-09-{d:02d}" for d in range(1, 20)]  # 2026-09-01 .. 2026-09-19, well behind the fence

@@ -23,6 +23,7 @@ from atlasmart_assets.contract import CONTROL_NAMES
 from atlasmart_assets.contract import CURRENT_LANE_TAGS
 from atlasmart_tests.deployment import (
     FINISHED,
+    WORKER_A,
     Deployment,
     Gates,
     LockWatcher,
@@ -37,7 +38,7 @@ from atlasmart_tests.deployment import (
     wait_runs_finished,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, WORKER_A]
 
 START = dt.date(2026, 8, 1)
 DAYS = 40  # 2026-08-01 .. 2026-09-09

@@ -33,6 +33,7 @@ from atlasmart_tests.deployment import (
     LAUNCH_RUN,
     LOCATION,
     REPOSITORY,
+    WORKER_A,
     Deployment,
     DeploymentError,
     Gates,
@@ -48,6 +49,7 @@ from atlasmart_tests.ui import CHROMIUM, Operator, browser, in_ci
 
 pytestmark = [
     pytest.mark.integration,
+    WORKER_A,
     pytest.mark.skipif(not CHROMIUM.exists() and not in_ci(),
                        reason=f"{CHROMIUM} is missing (install Debian's chromium; `make test` does); "
                               "under CI a missing chromium fails instead"),
