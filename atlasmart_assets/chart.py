@@ -12,12 +12,10 @@ import datetime as dt
 import io
 import math
 import textwrap
+from typing import TYPE_CHECKING, Any
 
-import matplotlib
-from PIL import Image
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 Series = tuple[list[float | None], list[float | None]]
 
@@ -27,6 +25,17 @@ MAX_TICKS = 31
 WIDTH_MAX = 18.0       # inches: wider than a UI pane helps no one
 PALETTE = 64           # colours of the saved PNG (the palette keeps it about a quarter of full colour)
 DENSE_DAYS = 92        # beyond a quarter, a chart shows weekly means (a marker and a bar per day are a smear)
+
+
+def _pyplot() -> Any:
+    """matplotlib's pyplot on the Agg backend, imported on first use: it takes about 0.7 s, which every process
+    that loads the code location (the daemon, the webserver, each run) would otherwise pay to draw nothing."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def _num(x: float) -> str:
@@ -48,7 +57,7 @@ def before_after_png(days: list[str], panels: dict[str, Series], title: str,
     try:
         return _png(fig, dpi)
     finally:
-        plt.close(fig)
+        _pyplot().close(fig)
 
 
 def fitting_png(days: list[str], panels: dict[str, Series], title: str, max_bytes: int, dpi: int = 90,
@@ -67,7 +76,7 @@ def fitting_png(days: list[str], panels: dict[str, Series], title: str, max_byte
                 return None
         return None
     finally:
-        plt.close(fig)
+        _pyplot().close(fig)
 
 
 def weekly(days: list[str], panels: dict[str, Series]) -> tuple[list[str], dict[str, Series]]:
@@ -88,9 +97,11 @@ def weekly(days: list[str], panels: dict[str, Series]) -> tuple[list[str], dict[
     return labels, out
 
 
-def _png(fig: plt.Figure, dpi: int) -> bytes:
+def _png(fig: Figure, dpi: int) -> bytes:
     """The figure as a palette PNG: a chart has a handful of colours plus their anti-aliasing, and 64 palette
     entries keep it crisp at about a quarter of the bytes of full colour (what lets a year's chart fit one event)."""
+    from PIL import Image
+
     raw = io.BytesIO()
     fig.savefig(raw, format="png", dpi=dpi)
     raw.seek(0)
@@ -100,10 +111,10 @@ def _png(fig: plt.Figure, dpi: int) -> bytes:
 
 
 def _figure(days: list[str], panels: dict[str, Series], title: str, labels: tuple[str, str],
-            unit: str = "day") -> plt.Figure:
+            unit: str = "day") -> Figure:
     n = len(days)
     width = min(WIDTH_MAX, max(7.0, 0.42 * n + 3))
-    fig = plt.figure(figsize=(width, 3.3 * len(panels) + 0.9), layout="constrained")
+    fig = _pyplot().figure(figsize=(width, 3.3 * len(panels) + 0.9), layout="constrained")
     grid = fig.add_gridspec(2 * len(panels), 1, height_ratios=[2.2, 1.1] * len(panels))
     x = list(range(n))
     step = max(1, math.ceil(n / MAX_TICKS))
