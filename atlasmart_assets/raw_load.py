@@ -89,8 +89,9 @@ def _audits(findings: list[Finding], files: list[RawFile]) -> list[Audit]:
     return out
 
 
-# Each phase's share of a first load, from the bench's year before loaded batches were read back and the merge
-# became a view: parse 26 s, profile 12 s, append 11 s.
+# Each phase's share of a first load, from the bench's year of 2026-12-01 (before loaded batches were
+# read back and the merge became a view: parse 26 s, profile 12 s, append 11 s). expect() scales the append down
+# to the batches not loaded yet.
 PHASES = (("parse", 0.5), ("profile", 0.25), ("append", 0.25))
 
 

@@ -116,6 +116,38 @@ def test_progress_expectations_replace_each_other_and_a_finished_step_is_done(mo
     assert lines[1].endswith("20.0 s so far, done"), lines[1]
 
 
+PROGRESS_UNDER_A_SEED = """
+import itertools, sys
+from atlasmart_assets import progress as module
+clock = itertools.count(0.0, 10.0)
+module.time.monotonic = lambda: next(clock)
+lines = []
+# Shares whose sums differ in the last bit with the order they are added in.
+p = module.Progress(lines.append, "job", (("build", 0.3), ("audit", 0.15), ("check", 0.07), ("publish", 0.6),
+                                          ("read", 0.45)))
+p.finished("check", "audit", "build")
+p.done("publish", "x")
+p.part("read", 1.0, "last chunk")
+print("|".join(lines))
+"""
+
+
+def test_progress_reads_the_same_whatever_order_python_keeps_the_finished_phases_in(tmp_path: Path) -> None:
+    """The finished phases are a set, whose order follows the string hash seed of the process: the same work done
+    logs the same lines under every seed, and all of it done logs `done`."""
+    import subprocess
+    import sys
+
+    outputs = {}
+    for seed in range(16):
+        out = subprocess.run([sys.executable, "-c", PROGRESS_UNDER_A_SEED], capture_output=True, text=True, timeout=60,
+                             env={**os.environ, "PYTHONHASHSEED": str(seed)})
+        assert out.returncode == 0, out.stderr
+        outputs[seed] = out.stdout.strip()
+    assert len(set(outputs.values())) == 1, outputs
+    assert outputs[0].endswith(", done"), outputs[0]
+
+
 def test_without_per_thread_cpu_sets_a_backfill_step_caps_its_threads_when_it_starts(instance, monkeypatch) -> None:
     monkeypatch.setattr(capacity, "PINS", False)
     assert capacity.backfill_threads(instance, 1) is None, "idle current lane: every core"
@@ -323,8 +355,9 @@ def test_a_long_backfill_gives_its_chunks_up_to_processes_waiting_on_the_warehou
 
 
 def test_a_backfill_of_one_chunk_does_not_wait(env, instance, monkeypatch) -> None:
-    """19 days within one chunk (31): one raw append and one publish hold, short ones, like today's: no give-way."""
-    monkeypatch.setenv("ATLASMART_BACKFILL_GIVE_WAY_S", "5")
+    """19 days within one chunk (31): one raw append and one publish hold, short ones, like today's: no give-way.
+    (Its scratch work still stands paused beside the current run, up to the give-way bound at a time: 1 s here.)"""
+    monkeypatch.setenv("ATLASMART_BACKFILL_GIVE_WAY_S", "1")
     running_current_run(instance)
     result = run_chain(instance, *HISTORY, {"dagster/backfill": "bf-one-chunk"})
     assert result.success
