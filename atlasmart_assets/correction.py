@@ -246,6 +246,14 @@ def _audit_candidates(wh: Warehouse, scope: RunScope, threads: int | None, curre
         con.close()
 
 
+def _new_evidence(current: dict[str, Current], evidence: dict[str, candidates.Evidence],
+                  dimension_version: str | None, days: list[str]) -> list[str]:
+    """The days not published yet, or whose landing batches or customer dimension differ from what their current
+    version read."""
+    return [d for d in days if d not in current or current[d].dimension_version != dimension_version
+            or current[d].input_sha256 != (evidence[d].digest if d in evidence else None)]
+
+
 def correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool], threads: int | None = None,
             adjust_staged: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
             log: Callable[[str], None] | None = None, give_way: GiveWay | None = None,
@@ -277,7 +285,11 @@ def correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool],
         # are taken at the run's own priority, so today's load never waits on a lowered holder.
         scratch_work = lowered or capacity.Lowered()
         evidence = scratch_work.run(lambda: _build(wh, scope, threads, ref, need_raw, adjust_staged))
-        progress.done("build", f"candidates for {len(scope.window.keys)} day(s)")
+        new = _new_evidence(current, evidence, ref.dimension_version, scope.window.keys)
+        # Until the audit says which days changed, a day read from the evidence its current version read is taken
+        # to publish unchanged (a new deletion request or release may still change it).
+        progress.expect("publish", 0.15 + 0.85 * len(new) / max(len(scope.window.keys), 1))
+        progress.done("build", f"candidates for {len(scope.window.keys)} day(s), {len(new)} with new evidence")
         con = wh.open_scratch(run_id, threads)
         try:
             repeats = _line_id_repeats(wh, scope, con, stats)

@@ -33,6 +33,11 @@ def _profile_line(instance, result) -> str:  # noqa: ANN001
     return line
 
 
+def _build_line(instance, result) -> str:  # noqa: ANN001
+    [line] = [m for m in _logs(instance, result) if "] build:" in m]
+    return line
+
+
 def _raw_lines(wh: Warehouse, run_id: str) -> list[tuple]:
     con = wh.open_scratch(run_id)
     try:
@@ -97,12 +102,16 @@ def test_a_rerun_parses_only_what_is_new(env, instance, monkeypatch) -> None:
     assert "s to go" in _profile_line(instance, first), "a first load appends every batch after its profile"
     assert _profile_line(instance, again).endswith(", done"), \
         "nothing left to append: the estimate does not wait for a first load's append"
+    assert "candidates for 10 day(s), 10 with new evidence;" in _build_line(instance, first)
+    assert "candidates for 10 day(s), 0 with new evidence;" in _build_line(instance, again), \
+        "the estimate after the build expects no day to be written again"
 
     day = dt.date.fromisoformat("2026-09-04")
     generate.late_delta(env.raw_dir, day, "B-2026-09-04-02", new=2, restate=1, retract=1)
     late = run_chain(instance, *WINDOW, {**BF, "dagster/backfill": "bf-late"})
     assert late.success, state.failure_text(late)
     assert "11 batch file(s): 1 parsed, 10 already loaded" in _parse_line(instance, late)
+    assert "candidates for 10 day(s), 1 with new evidence;" in _build_line(instance, late)
     [(n,)] = state.table_rows(env, "(select count(*) from raw.order_lines where extraction_batch = 'B-2026-09-04-02')")
     assert n == 4, "the new batch was appended"
 
@@ -265,3 +274,19 @@ def test_a_read_back_keeps_writers_out_during_each_chunk_and_lets_them_in_betwee
 def _raw_lines_of_warehouse(wh: Warehouse) -> list[tuple]:
     with wh.reader() as con:
         return con.execute("select * from raw.order_lines").fetchall()
+
+
+def test_a_day_has_new_evidence_when_its_batches_or_dimension_differ_or_it_was_never_published() -> None:
+    from atlasmart_assets import candidates, correction
+
+    def batch(sha: str) -> dict:
+        return {"batch": f"B-{sha}", "kind": "full", "source_high_sequence": 1, "sha256": sha, "extracted_at": None}
+
+    evidence = {d: candidates.Evidence((batch(d[-2:]),), []) for d in ("2026-09-01", "2026-09-02", "2026-09-03")}
+    current = {d: ledger.Current(d, "pub", 1, 0, [], "", "", None, input_sha256=evidence[d].digest,
+                                 dimension_version="dim-1") for d in ("2026-09-01", "2026-09-02")}
+    days = ["2026-09-01", "2026-09-02", "2026-09-03"]
+    assert correction._new_evidence(current, evidence, "dim-1", days) == ["2026-09-03"]
+    assert correction._new_evidence(current, evidence, "dim-2", days) == days, "a new dimension version"
+    evidence["2026-09-02"] = candidates.Evidence((batch("02"), batch("late")), [])
+    assert correction._new_evidence(current, evidence, "dim-1", days) == ["2026-09-02", "2026-09-03"]

@@ -67,6 +67,8 @@ class Current:
     prev_publication_id: str | None
     fingerprint: str | None = None  # of its staged lines (audit.day_versions); None for a row written before 011
     stored_as: str | None = None  # the publication whose stored rows it reads
+    input_sha256: str | None = None  # of the landing batches it read (candidates.Evidence.digest)
+    dimension_version: str | None = None  # of the customer dimension it joined
 
 
 @dataclass(frozen=True)
@@ -109,10 +111,10 @@ def new_publication_id(kind: str) -> str:
 def current(con: duckdb.DuckDBPyConnection, window: Window) -> dict[str, Current]:
     rows = con.execute(
         "select partition_date, publication_id, seq, rows_after, controls_after, sha256_after, extract_json, "
-        "prev_publication_id, d.fingerprint, coalesce(d.stored_as, publication_id) from audit.current_publications "
-        "left join audit.day_versions d using (partition_date, publication_id) "
+        "prev_publication_id, d.fingerprint, coalesce(d.stored_as, publication_id), input_sha256, dimension_version "
+        "from audit.current_publications left join audit.day_versions d using (partition_date, publication_id) "
         "where partition_date between $start and $end", window.params).fetchall()
-    return {r[0].isoformat(): Current(r[0].isoformat(), r[1], r[2], r[3], json.loads(r[4]), r[5], r[6], r[7], r[8], r[9])
+    return {r[0].isoformat(): Current(r[0].isoformat(), r[1], r[2], r[3], json.loads(r[4]), *r[5:])
             for r in rows}
 
 
