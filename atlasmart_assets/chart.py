@@ -12,7 +12,8 @@ import datetime as dt
 import io
 import math
 import textwrap
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -27,7 +28,7 @@ PALETTE = 64           # colours of the saved PNG (the palette keeps it about a 
 DENSE_DAYS = 92        # beyond a quarter, a chart shows weekly means (a marker and a bar per day are a smear)
 
 
-def _pyplot() -> Any:
+def _pyplot() -> ModuleType:
     """matplotlib's pyplot on the Agg backend, imported on first use: it takes about 0.7 s, which every process
     that loads the code location (the daemon, the webserver, each run) would otherwise pay to draw nothing."""
     import matplotlib

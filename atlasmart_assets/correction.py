@@ -249,7 +249,7 @@ def _audit_candidates(wh: Warehouse, scope: RunScope, threads: int | None, curre
 def _new_evidence(current: dict[str, Current], evidence: dict[str, candidates.Evidence],
                   dimension_version: str | None, days: list[str]) -> list[str]:
     """The days not published yet, or whose landing batches or customer dimension differ from what their current
-    version read."""
+    version read. A new deletion request or release may change other days too: the audit finds those."""
     return [d for d in days if d not in current or current[d].dimension_version != dimension_version
             or current[d].input_sha256 != (evidence[d].digest if d in evidence else None)]
 

@@ -39,9 +39,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if not getattr(config.option, "loadgroup", False):
         return
     for item in items:
-        if item.get_closest_marker("xdist_group") and "@" not in item.nodeid:
-            item.stash[LOST_GROUP] = (f"--dist loadgroup lost this test's xdist_group ({item.nodeid} has no @group): "
-                                      "this pytest and pytest-xdist do not group tests (see README, Dependencies)")
+        groups = {str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                  for m in item.iter_markers("xdist_group")}
+        suffix = "@" + "_".join(sorted(groups))
+        if groups and not item.nodeid.endswith(suffix):
+            item.stash[LOST_GROUP] = (f"--dist loadgroup lost this test's xdist_group ({item.nodeid} does not end in "
+                                      f"{suffix}): this pytest and pytest-xdist do not group tests (see README, "
+                                      "Dependencies)")
 
 
 @pytest.hookimpl(tryfirst=True)

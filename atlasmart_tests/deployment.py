@@ -78,14 +78,14 @@ mutation($id: String!) { stopSensor(id: $id) { __typename
 
 # What launches runs by itself besides the daily schedule: stopped by the tests that construct the queue.
 SELF_LAUNCHING_SENSORS = ("atlasmart_freshness", "atlasmart_newest_partition_catch_up")
+SELF_LAUNCHING_SCHEDULES = ("atlasmart_daily_schedule", "atlasmart_observe_landing_batches",
+                            "atlasmart_scan_published_for_suppressed_keys")
+
 # `make test` runs the deployment tests on two workers (--dist loadgroup), a group per worker. Their lengths at
 # b8cec62 (--durations): freshness/saturation 267 s, lanes 227 s, UI backfill 151 s, first run 48 s; handed out file
 # by file they took 437 s for 693 s of tests. Paired as below the two shares are about 378 s and 315 s.
 WORKER_A = pytest.mark.xdist_group("deployments-a")
 WORKER_B = pytest.mark.xdist_group("deployments-b")
-
-SELF_LAUNCHING_SCHEDULES = ("atlasmart_daily_schedule", "atlasmart_observe_landing_batches",
-                            "atlasmart_scan_published_for_suppressed_keys")
 
 LOCATION_STATUS = """
 { workspaceOrError { __typename ... on Workspace { locationEntries { name loadStatus
