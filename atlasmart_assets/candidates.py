@@ -7,17 +7,15 @@ import hashlib
 import json
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import duckdb
+import pandas as pd
 
 from atlasmart_assets import extracts, sql
 from atlasmart_assets.contract import CONTROL_NAMES
 from atlasmart_assets.warehouse.ledger import DayCandidate
 from atlasmart_assets.window import Window
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 
 def number(value: Any) -> int | float:

@@ -12,11 +12,12 @@ import datetime as dt
 import io
 import math
 import textwrap
-from types import ModuleType
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
+import matplotlib
+from PIL import Image
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
 
 Series = tuple[list[float | None], list[float | None]]
 
@@ -26,17 +27,6 @@ MAX_TICKS = 31
 WIDTH_MAX = 18.0       # inches: wider than a UI pane helps no one
 PALETTE = 64           # colours of the saved PNG (the palette keeps it about a quarter of full colour)
 DENSE_DAYS = 92        # beyond a quarter, a chart shows weekly means (a marker and a bar per day are a smear)
-
-
-def _pyplot() -> ModuleType:
-    """matplotlib's pyplot on the Agg backend, imported on first use: it takes about 0.7 s, which every process
-    that loads the code location (the daemon, the webserver, each run) would otherwise pay to draw nothing."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def _num(x: float) -> str:
@@ -58,7 +48,7 @@ def before_after_png(days: list[str], panels: dict[str, Series], title: str,
     try:
         return _png(fig, dpi)
     finally:
-        _pyplot().close(fig)
+        plt.close(fig)
 
 
 def fitting_png(days: list[str], panels: dict[str, Series], title: str, max_bytes: int, dpi: int = 90,
@@ -77,7 +67,7 @@ def fitting_png(days: list[str], panels: dict[str, Series], title: str, max_byte
                 return None
         return None
     finally:
-        _pyplot().close(fig)
+        plt.close(fig)
 
 
 def weekly(days: list[str], panels: dict[str, Series]) -> tuple[list[str], dict[str, Series]]:
@@ -98,11 +88,9 @@ def weekly(days: list[str], panels: dict[str, Series]) -> tuple[list[str], dict[
     return labels, out
 
 
-def _png(fig: Figure, dpi: int) -> bytes:
+def _png(fig: plt.Figure, dpi: int) -> bytes:
     """The figure as a palette PNG: a chart has a handful of colours plus their anti-aliasing, and 64 palette
     entries keep it crisp at about a quarter of the bytes of full colour (what lets a year's chart fit one event)."""
-    from PIL import Image
-
     raw = io.BytesIO()
     fig.savefig(raw, format="png", dpi=dpi)
     raw.seek(0)
@@ -112,10 +100,10 @@ def _png(fig: Figure, dpi: int) -> bytes:
 
 
 def _figure(days: list[str], panels: dict[str, Series], title: str, labels: tuple[str, str],
-            unit: str = "day") -> Figure:
+            unit: str = "day") -> plt.Figure:
     n = len(days)
     width = min(WIDTH_MAX, max(7.0, 0.42 * n + 3))
-    fig = _pyplot().figure(figsize=(width, 3.3 * len(panels) + 0.9), layout="constrained")
+    fig = plt.figure(figsize=(width, 3.3 * len(panels) + 0.9), layout="constrained")
     grid = fig.add_gridspec(2 * len(panels), 1, height_ratios=[2.2, 1.1] * len(panels))
     x = list(range(n))
     step = max(1, math.ceil(n / MAX_TICKS))

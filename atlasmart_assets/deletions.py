@@ -8,11 +8,9 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    import pandas as pd
-
+import pandas as pd
 
 REQUEST_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
@@ -77,8 +75,6 @@ def load(raw_dir: Path) -> list[DeletionRequest]:
 
 def keys(requests: list[DeletionRequest]) -> pd.DataFrame:
     """One row per suppressed key: (request_id, customer_id, line_id) with one of the two set."""
-    import pandas as pd  # only a build needs it, not loading the code location
-
     rows: list[dict[str, Any]] = []
     for r in requests:
         if r.customer_id:

@@ -10,11 +10,9 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    import pandas as pd
-
+import pandas as pd
 
 FIRST_BATCH = "customers"
 BATCH_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -105,8 +103,6 @@ def load(raw_dir: Path) -> list[DimensionBatch]:
 
 def effective(batches: list[DimensionBatch]) -> pd.DataFrame:
     """The SCD2 versions in force: each later batch replaces the whole history of every customer it lists."""
-    import pandas as pd  # only a build needs it, not loading the code location
-
     current: dict[str, list[dict[str, Any]]] = {}
     for batch in batches:
         listed: dict[str, list[dict[str, Any]]] = {}

@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import duckdb
+import pandas as pd
 
 from atlasmart_assets import deletions, dimension
 from atlasmart_assets.audits import Audit
 from atlasmart_assets.contract import STAGED_ORDER_LINES
 from atlasmart_assets.resources import Warehouse
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 REFERENCE_VALID = "staged_order_lines_reference_data_valid"
 DESCRIPTION = ("The customer dimension's batches and the deletion requests parse, validate (no overlapping or gapped "

@@ -75,19 +75,6 @@ def test_dg_checks_and_lists_the_definitions() -> None:
     assert "fact/fct_order_lines" in listed.stdout and "atlasmart_newest_partition_catch_up" in listed.stdout
 
 
-def test_loading_the_code_location_imports_no_charting_or_dataframes() -> None:
-    """The daemon, the webserver, the code server and every run load the code location; matplotlib, PIL and pandas
-    (about 1.5 s of a 3.8 s load, measured at b8cec62) are imported only by what draws a chart or builds a day."""
-    import subprocess
-    import sys
-
-    probe = ("import sys\nimport atlasmart_assets.definitions\n"
-             "print(sorted(m for m in ('matplotlib', 'PIL', 'pandas', 'numpy') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-W", "ignore", "-c", probe], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]", f"loading the code location imported {out.stdout.strip()}"
-
-
 def test_the_backfill_policy_setting_gives_dagsters_default_or_refuses_a_typo() -> None:
     """ATLASMART_BACKFILL_POLICY=per_partition (the bench's comparison) leaves the partitioned assets on Dagster's
     default of one run per partition; an unknown value is refused naming the variable."""
