@@ -243,6 +243,17 @@ class Bench:
         proc, fh = spawn(cmd, env, name)
         return proc, fh, out
 
+    def idle_runs(self, env: dict[str, str], name: str) -> dict[str, Any]:
+        """`--repeats` runs of today's load with no backfill beside it."""
+        proc, fh, out = self.current_runs(env, name, self.args.repeats)
+        code, rss = reap(proc, fh)
+        if code != 0:
+            raise RuntimeError(f"{name} failed")
+        idle = {**json.loads(out.read_text()), "peak_rss_mib": round(rss, 1)}
+        check(idle, name)
+        log(f"current daily run idle ({name}): median {idle['median_s']} s over {len(idle['runs'])} runs")
+        return idle
+
     def backfill(self, env: dict[str, str], name: str) -> dict[str, Any]:
         out = self.work / f"{name}.json"
         meta = run_child(worker("chain", out, "--start", self.start.isoformat(), "--end", self.last.isoformat(),
@@ -255,13 +266,7 @@ class Bench:
         data, env = self.fresh("year")
         first = self.backfill(env, "year-first-load")
         log(f"{self.args.days}-day backfill, first load: {first['total_s']} s, {first['peak_rss_mib']} MiB")
-        proc, fh, out = self.current_runs(env, "current-idle", self.args.repeats)
-        code, rss = reap(proc, fh)
-        if code != 0:
-            raise RuntimeError("current-idle failed")
-        idle = {**json.loads(out.read_text()), "peak_rss_mib": round(rss, 1)}
-        check(idle, "current idle")
-        log(f"current daily run idle: median {idle['median_s']} s over {len(idle['runs'])} runs")
+        before = self.idle_runs(env, "current-idle")
         again = self.backfill(env, "year-republish")
         log(f"{self.args.days}-day backfill, re-publish: {again['total_s']} s, {again['peak_rss_mib']} MiB")
         # The same re-publish with today's load started a few seconds in, in its own process, on the same data
@@ -291,6 +296,13 @@ class Bench:
                   "backfill_wall_s": round(t1 - t0, 3), "peak_rss_mib": round(crss, 1)}
         log(f"current daily run during the backfill: {during['n']} runs, median {during['median_s']} s, "
             f"max {during['max_s']} s (backfill beside it: {concurrent['total_s']} s)")
+        # Idle runs before and after the backfills: a shared machine's speed drifts within minutes, and a reference
+        # taken on one side only moved the ratio by up to 1.5x between bench runs of the same hour.
+        after = self.idle_runs(env, "current-idle-after")
+        both = before["runs"] + after["runs"]
+        idle = {"runs": both, "median_s": med(r["wall_s"] for r in both),
+                "peak_rss_mib": max(before["peak_rss_mib"], after["peak_rss_mib"]),
+                "median_before_s": before["median_s"], "median_after_s": after["median_s"], "all_success": True}
         self.results["year"] = {"window": f"{self.start}..{self.last}", "first_load": summary(first),
                                 "republish": summary(again), "republish_with_current_runs": summary(concurrent),
                                 "current_idle": summary(idle), "current_during_backfill": during}
@@ -323,7 +335,8 @@ def check(result: dict[str, Any], what: str) -> None:
 
 
 def summary(r: dict[str, Any]) -> dict[str, Any]:
-    keep = {k: r[k] for k in ("total_s", "median_s", "max_s", "peak_rss_mib", "process_wall_s") if k in r}
+    keep = {k: r[k] for k in ("total_s", "median_s", "max_s", "peak_rss_mib", "process_wall_s", "median_before_s",
+                              "median_after_s") if k in r}
     keep["runs"] = len(r.get("runs", []))
     if len(r.get("runs", [])) == 1:
         keep["steps"] = r["runs"][0]["steps"]
@@ -405,8 +418,10 @@ def report(b: Bench) -> list[tuple[str, str, str, str]]:
                      f"{ratio(many['launch_to_complete_s'], one['launch_to_complete_s'])}x slower"))
     if year:
         idle, during = year["current_idle"], year["current_during_backfill"]
-        rows.append(("current daily run (newest day), idle", f"{idle['median_s']:.2f} s (median of {idle['runs']})",
-                     f"{idle['peak_rss_mib']:.0f} MiB", "1x"))
+        sides = (f"; {idle['median_before_s']:.2f} s before, {idle['median_after_s']:.2f} s after"
+                 if "median_after_s" in idle else "")
+        rows.append(("current daily run (newest day), idle before and after the backfills",
+                     f"{idle['median_s']:.2f} s (median of {idle['runs']}{sides})", f"{idle['peak_rss_mib']:.0f} MiB", "1x"))
         if during["n"]:
             rows.append((f"current daily run during the {a.days}-day backfill",
                          f"median {during['median_s']:.2f} s, p95 {during.get('p95_s')} s, max {during['max_s']:.2f} s "
