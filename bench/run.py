@@ -296,16 +296,17 @@ class Bench:
                   "backfill_wall_s": round(t1 - t0, 3), "peak_rss_mib": round(crss, 1)}
         log(f"current daily run during the backfill: {during['n']} runs, median {during['median_s']} s, "
             f"max {during['max_s']} s (backfill beside it: {concurrent['total_s']} s)")
-        # Idle runs before and after the backfills: a shared machine's speed drifts within minutes, and a reference
-        # taken on one side only moved the ratio by up to 1.5x between bench runs of the same hour.
+        # Idle runs before and after the backfills: a shared machine's speed drifts within minutes (idle medians of
+        # 2.13 and 3.33 s in bench runs of the same hour), and a reference from one side only moves the ratio with it.
         after = self.idle_runs(env, "current-idle-after")
         both = before["runs"] + after["runs"]
         idle = {"runs": both, "median_s": med(r["wall_s"] for r in both),
-                "peak_rss_mib": max(before["peak_rss_mib"], after["peak_rss_mib"]),
-                "median_before_s": before["median_s"], "median_after_s": after["median_s"]}
+                "peak_rss_mib": max(before["peak_rss_mib"], after["peak_rss_mib"])}
         self.results["year"] = {"window": f"{self.start}..{self.last}", "first_load": summary(first),
                                 "republish": summary(again), "republish_with_current_runs": summary(concurrent),
-                                "current_idle": summary(idle), "current_during_backfill": during}
+                                "current_idle": {**summary(idle), "median_before_s": before["median_s"],
+                                                 "median_after_s": after["median_s"]},
+                                "current_during_backfill": during}
 
     def machine(self) -> dict[str, Any]:
         model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
@@ -335,8 +336,7 @@ def check(result: dict[str, Any], what: str) -> None:
 
 
 def summary(r: dict[str, Any]) -> dict[str, Any]:
-    keep = {k: r[k] for k in ("total_s", "median_s", "max_s", "peak_rss_mib", "process_wall_s", "median_before_s",
-                              "median_after_s") if k in r}
+    keep = {k: r[k] for k in ("total_s", "median_s", "max_s", "peak_rss_mib", "process_wall_s") if k in r}
     keep["runs"] = len(r.get("runs", []))
     if len(r.get("runs", [])) == 1:
         keep["steps"] = r["runs"][0]["steps"]
