@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import datetime as dt
 import hashlib
 import json
@@ -125,6 +126,46 @@ def batch_set_version(raw_dir: Path, partition: str) -> str | None:
     return f"{len(paths)}-{digest[:16]}"
 
 
+# The manifest as every extractor writes it: the document's first member, within its first 64 KiB.
+_MANIFEST_FIRST = re.compile(r'[ \t\r\n]*\{[ \t\r\n]*"manifest"[ \t\r\n]*:[ \t\r\n]*')
+HEAD_BYTES = 1 << 16
+
+
+def head_manifest(path: Path) -> str | None:
+    """The manifest's JSON text read from the file's head, when it is the document's first member and ends
+    within HEAD_BYTES; None otherwise (the caller then has DuckDB read it from the whole document). Reading the
+    head spares a second parse of every file: a year's manifests took DuckDB a whole pass over the raw JSON. What
+    follows the manifest is not looked at here: the lines' own read refuses a file that is not one well-formed
+    document, and the profile holds each file's lines to this manifest's partition and batch."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(HEAD_BYTES)
+        # An incremental decoder keeps a character cut at the end of the head back instead of failing on it.
+        text = codecs.getincrementaldecoder("utf-8")().decode(head)
+    except (OSError, UnicodeDecodeError):
+        return None
+    start = _MANIFEST_FIRST.match(text)
+    if start is None:
+        return None
+    try:
+        _, end = json.JSONDecoder().raw_decode(text, start.end())
+    except json.JSONDecodeError:
+        return None
+    if not text[end:].lstrip(" \t\r\n").startswith((",", "}")):
+        return None
+    return text[start.end():end]
+
+
+def manifests(con: duckdb.DuckDBPyConnection, files: list[Path]) -> dict[str, str]:
+    """Each file's manifest header as JSON text (a file without one is absent): from its head where the manifest
+    comes first (head_manifest), else read by DuckDB from the whole document."""
+    heads = {str(path): text for path in files for text in [head_manifest(path)] if text is not None}
+    rest = [str(path) for path in files if str(path) not in heads]
+    if rest:
+        heads.update(dict(con.execute(sql.text("raw_manifests"), {"files": rest}).fetchall()))
+    return heads
+
+
 def _locate(raw_dir: Path, window: Window) -> dict[Path, str]:
     """Every batch file of the window -> its partition; the day's first batch must exist."""
     paths: dict[Path, str] = {}
@@ -246,7 +287,7 @@ def load_window(con: duckdb.DuckDBPyConnection, raw_dir: Path, window: Window,
     if parse:
         files = [str(p) for p in parse]
         try:
-            headers = dict(con.execute(sql.text("raw_manifests"), {"files": files}).fetchall())
+            headers = manifests(con, list(parse))
             con.execute(f"insert into candidate.raw_lines by name {sql.text('raw_lines')}", {"files": files})
         except duckdb.Error as exc:
             raise _explain_parse_failure(parse, exc) from exc
@@ -294,6 +335,19 @@ def target(files: list[RawFile]) -> dict[str, RawFile]:
     return out
 
 
+def _foreign_lines(rf: RawFile, fig: Mapping[str, Any]) -> str | None:
+    """Why some of the file's lines are not its manifest's (read under another document's partition or batch), or
+    None: a raw file is one document, and every line of it belongs to its manifest's day and batch."""
+    if not fig.get("records"):
+        return None
+    named = {(str(fig["first_partition"]), fig["first_batch"]), (str(fig["last_partition"]), fig["last_batch"])}
+    if not fig.get("unnamed") and named == {(rf.partition, rf.batch_id)}:
+        return None
+    return (f"its lines are read under partition(s) {fig['first_partition']}..{fig['last_partition']} and batch(es) "
+            f"{fig['first_batch']!r}..{fig['last_batch']!r}, not only its manifest's (partition {rf.partition}, batch "
+            f"{rf.batch_id!r}): a raw file holds one document, its manifest and lines")
+
+
 def profile(con: duckdb.DuckDBPyConnection, raw_files: list[RawFile]) -> tuple[dict[str, dict[str, Any]], list[Finding]]:
     """Per day figures of the merged evidence, and every shape, count, merge or control problem found in the
     window's batches (each finding names the batch file that is wrong)."""
@@ -310,6 +364,9 @@ def profile(con: duckdb.DuckDBPyConnection, raw_files: list[RawFile]) -> tuple[d
         if fig.get("invalid_values"):
             findings.append(Finding("raw_order_lines_values_valid", rf.partition, rf.path,
                                     f"{fig['invalid_values']} lines hold invalid values, e.g. {fig['first_invalid']}"))
+        foreign = _foreign_lines(rf, fig)
+        if foreign:
+            findings.append(Finding("raw_order_lines_match_manifest", rf.partition, rf.path, foreign))
         if fig.get("records", 0) != rf.manifest["records"]:
             findings.append(Finding("raw_order_lines_match_manifest", rf.partition, rf.path,
                                     f"manifest says records={rf.manifest['records']}, the batch holds "

@@ -100,7 +100,18 @@ def test_silent_bad_data_is_refused_naming_the_file(env, instance, published, da
         assert state.snapshot(env) == before
 
 
+def _two_documents(path):
+    """The day's file as two documents, the second under another batch name; each manifest claims every line of
+    the file (records and controls of both halves), so only the lines' own manifests tell the halves apart."""
+    doc = json.loads(path.read_text())
+    half = len(doc["lines"]) // 2
+    first = {"manifest": doc["manifest"], "lines": doc["lines"][:half]}
+    second = {"manifest": {**doc["manifest"], "extraction_batch": "B-smuggled"}, "lines": doc["lines"][half:]}
+    path.write_text(json.dumps(first) + "\n" + json.dumps(second))
+
+
 @pytest.mark.parametrize("damage, problem", [
+    (_two_documents, "a raw file holds one document"),
     (_drop_file, "raw file is missing"),
     (_malformed, "malformed JSON"),
     (_missing_field, "lack unit_cost"),
@@ -149,3 +160,21 @@ def test_a_batch_path_that_cannot_be_read_is_refused_naming_it(env, instance, pu
     assert "raw_order_lines_file_readable" in text and str(path) in text and DAY in text, text
     assert "cannot be read" in text, text
     assert state.snapshot(env) == before
+
+
+def test_a_manifest_after_the_lines_is_read_as_one_first(env, instance, monkeypatch, tmp_path) -> None:
+    """The manifest is read from the file's head only where it comes first: a day whose file has its lines first
+    publishes what the same document in the usual order does (its manifest read from the whole document)."""
+    path = env.raw_dir / f"partition={DAY}.json"
+    extracts = {}
+    for order in ("usual", "lines first"):
+        if order == "lines first":
+            doc = json.loads(path.read_text())
+            path.write_text(json.dumps({"lines": doc["lines"], "manifest": doc["manifest"]}))
+        monkeypatch.setenv("ATLASMART_DATA_DIR", str(tmp_path / order))
+        assert run_chain(instance, DAY).success, order
+        extracts[order] = json.loads((tmp_path / order / "published" / f"partition={DAY}.json").read_text())
+    # The content and its sha256 are the same; the evidence (a file with another sha256) is not.
+    assert extracts["lines first"]["sha256"] == extracts["usual"]["sha256"]
+    assert extracts["lines first"]["controls"] == extracts["usual"]["controls"]
+    assert extracts["lines first"]["input"] != extracts["usual"]["input"]

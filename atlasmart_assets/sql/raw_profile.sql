@@ -1,5 +1,6 @@
--- Per batch file: records, required fields missing (a retraction needs only line_id and source_sequence) and
--- lines holding invalid values.
+-- Per batch file: records, required fields missing (a retraction needs only line_id and source_sequence),
+-- lines holding invalid values, and the partitions and batches its lines were read under (each line takes them
+-- from the manifest of its document: a file of one document has one of each, its manifest's).
 with lines as (
     select *, op = 'delete' as retraction from candidate.raw_lines
 ),
@@ -18,7 +19,12 @@ final as (
         count(*) filter (where event_time is null and not retraction) as missing_event_time,
         count(*) filter (where source_sequence is null and problem is null) as missing_source_sequence,
         count(*) filter (where problem is not null) as invalid_values,
-        min(line_id || ': ' || problem) filter (where problem is not null) as first_invalid
+        min(line_id || ': ' || problem) filter (where problem is not null) as first_invalid,
+        count(*) - count(partition_date) + count(*) - count(extraction_batch) as unnamed,
+        min(partition_date) as first_partition,
+        max(partition_date) as last_partition,
+        min(extraction_batch) as first_batch,
+        max(extraction_batch) as last_batch
     from lines
     group by file
 )
