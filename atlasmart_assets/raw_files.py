@@ -157,7 +157,7 @@ def head_manifest(path: Path) -> str | None:
 
 
 def manifests(con: duckdb.DuckDBPyConnection, files: list[Path]) -> dict[str, str]:
-    """Each file's manifest header as JSON text (a file without one is absent): from its head where the manifest
+    """Each file's manifest header as JSON text (None for a document without one): from its head where the manifest
     comes first (head_manifest), else read by DuckDB from the whole document."""
     heads = {str(path): text for path in files for text in [head_manifest(path)] if text is not None}
     rest = [str(path) for path in files if str(path) not in heads]
