@@ -16,7 +16,7 @@ def _duckdb_manifests(files: list[Path]) -> dict[str, dict]:
 
 
 def test_the_head_gives_the_manifest_duckdb_reads_from_every_shipped_file() -> None:
-    files = sorted(REPO_RAW.rglob("partition=*.json")) + sorted(REPO_RAW.glob("partition=*/*.json"))
+    files = sorted(REPO_RAW.glob("partition=*.json")) + sorted(REPO_RAW.glob("partition=*/*.json"))
     assert len(files) > 20
     heads = {str(p): raw_files.head_manifest(p) for p in files}
     assert all(text is not None for text in heads.values()), [p for p, t in heads.items() if t is None]

@@ -20,7 +20,7 @@ final as (
         count(*) filter (where source_sequence is null and problem is null) as missing_source_sequence,
         count(*) filter (where problem is not null) as invalid_values,
         min(line_id || ': ' || problem) filter (where problem is not null) as first_invalid,
-        count(*) - count(partition_date) + count(*) - count(extraction_batch) as unnamed,
+        count(*) filter (where partition_date is null or extraction_batch is null) as unnamed,
         min(partition_date) as first_partition,
         max(partition_date) as last_partition,
         min(extraction_batch) as first_batch,
