@@ -7,9 +7,8 @@ import dagster as dg
 from atlasmart_assets.assets.graph import ASSETS
 from atlasmart_assets.checks.freshness import freshness_job, revenue_daily_newest_partition_fresh
 from atlasmart_assets.checks.published import (
-    fct_order_lines_line_id_unique,
     fct_order_lines_published_history_free_of_suppressed_keys,
-    revenue_daily_totals_match_fact,
+    published_tables_checks,
 )
 from atlasmart_assets.jobs import (
     daily_job,
@@ -31,8 +30,8 @@ recover_on_load(warehouse)
 
 defs = dg.Definitions(
     assets=ASSETS,
-    asset_checks=[fct_order_lines_line_id_unique, revenue_daily_totals_match_fact,
-                  fct_order_lines_published_history_free_of_suppressed_keys, revenue_daily_newest_partition_fresh],
+    asset_checks=[published_tables_checks, fct_order_lines_published_history_free_of_suppressed_keys,
+                  revenue_daily_newest_partition_fresh],
     jobs=[daily_job, rollback_job, plan_job, slo_report, observe_landing_job, suppression_scan_job, freshness_job],
     schedules=[daily_schedule, observe_landing_schedule, suppression_scan_schedule],
     sensors=[newest_partition_catch_up, *sensors],

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from atlasmart_assets import audits, candidates, capacity
-from atlasmart_assets.checks.published import published_fact_unique, published_mart_matches_fact
+from atlasmart_assets.checks.published import FACT_UNIQUE, MART_MATCHES, published_checks
 from atlasmart_assets.correction import (
     CANDIDATE_UNIQUE,
     CONTROLS_MATCH_RAW,
@@ -186,16 +186,49 @@ def test_published_checks_catch_another_writer(env, published, monkeypatch, chun
     published(("2026-09-18", "2026-09-20"))
     window = Window.of("2026-09-18", "2026-09-20")
     wh = Warehouse()
-    assert published_fact_unique(wh, window).passed and published_mart_matches_fact(wh, window).passed
+    assert all(a.passed for a in published_checks(wh, window))
     with wh.writer() as con:
         # Another writer adds a row to the version the ledger points at (the published fact is a view of it).
         con.execute("insert into versions.staged_order_lines select * from versions.staged_order_lines "
                     "semi join audit.current_publications using (partition_date, publication_id) "
                     "where partition_date = '2026-09-19' limit 1")
         con.execute("update mart.revenue_daily set gmv = gmv + 1 where partition_date = '2026-09-20'")
-    dup, drift = published_fact_unique(wh, window), published_mart_matches_fact(wh, window)
+    dup, drift = published_checks(wh, window)
+    assert (dup.check, drift.check) == (FACT_UNIQUE, MART_MATCHES)
     assert dup.blocks and dup.figures["duplicate_line_ids"]["2026-09-19"] == 1
     assert drift.blocks and "2026-09-20" in drift.figures["mismatches"]
+
+
+def test_the_published_checks_are_one_step_and_either_runs_alone(env, instance, published, monkeypatch) -> None:
+    """Both published checks come from one step that reads the published fact once per chunk, and each can still
+    be run on its own (a check-only run from the UI): it then reads only what it needs."""
+    import dagster as dg
+
+    from atlasmart_assets.contract import FCT_ORDER_LINES, REVENUE_DAILY
+    from atlasmart_assets.definitions import defs
+
+    result = run_chain(instance, DAY)
+    assert result.success
+    evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    assert evaluations[FACT_UNIQUE].passed and evaluations[MART_MATCHES].passed
+    steps = {e.step_key for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"
+             and e.event_specific_data.check_name in (FACT_UNIQUE, MART_MATCHES)}
+    assert steps == {"published_tables_checks"}
+
+    reads: list[str] = []
+    controls = candidates.controls
+    monkeypatch.setattr(candidates, "controls", lambda con, relation, *a, **k: reads.append(relation) or
+                        controls(con, relation, *a, **k))
+    job = defs.resolve_job_def("atlasmart_daily")
+    for check, asset, relations in ((FACT_UNIQUE, FCT_ORDER_LINES, ["fact.fct_order_lines"]),
+                                    (MART_MATCHES, REVENUE_DAILY, ["fact.fct_order_lines", "mart.revenue_daily"])):
+        reads.clear()
+        alone = job.get_subset(asset_selection=set(),
+                               asset_check_selection={dg.AssetCheckKey(dg.AssetKey(list(asset)), check)})
+        got = alone.execute_in_process(partition_key=DAY, instance=instance, raise_on_error=False)
+        assert got.success
+        assert [e.check_name for e in got.get_asset_check_evaluations()] == [check]
+        assert reads == relations
 
 
 def test_a_backfills_published_checks_read_no_chunk_while_todays_load_runs(env, published, instance,
@@ -223,12 +256,13 @@ def test_a_backfills_published_checks_read_no_chunk_while_todays_load_runs(env, 
     timer.start()
     try:
         window, wh = Window.of("2026-09-18", "2026-09-20"), Warehouse()
-        verdicts = [published_fact_unique(wh, window, capacity.GiveWay(instance, max_s=60)),
-                    published_mart_matches_fact(wh, window, capacity.GiveWay(instance, max_s=60))]
+        verdicts = published_checks(wh, window, capacity.GiveWay(instance, max_s=60))
     finally:
         timer.join()
     assert all(v.passed for v in verdicts)
-    assert len(reads) == 3 + 6 and ended and min(reads) > ended[0], "a chunk was read while today's run ran"
+    # One read of the fact and one of the mart per chunk: the two checks share the fact's.
+    assert len(verdicts) == 2 and len(reads) == 3 * 2 and ended and min(reads) > ended[0], \
+        "a chunk was read while today's run ran"
 
 
 HOLDER = """
@@ -244,8 +278,7 @@ def test_a_published_check_that_cannot_read_reports_it_and_fails_nothing(env, in
     import sys
     import time
 
-    from atlasmart_assets.checks.published import FACT_UNIQUE, _guarded
-    from atlasmart_assets.contract import FCT_ORDER_LINES
+    from atlasmart_assets.checks.published import CHECKED, _guarded
 
     assert run_chain(instance, DAY).success
     monkeypatch.setenv("ATLASMART_LOCK_TIMEOUT_S", "1")
@@ -256,9 +289,11 @@ def test_a_published_check_that_cannot_read_reports_it_and_fails_nothing(env, in
         while not marker.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         wh = Warehouse()
-        verdict = _guarded(FACT_UNIQUE, FCT_ORDER_LINES, wh, lambda: published_fact_unique(wh, Window.of(DAY)))
+        verdicts = _guarded(CHECKED, wh, lambda: published_checks(wh, Window.of(DAY)))
     finally:
         holder.kill()
         holder.wait()
-    assert not verdict.passed and verdict.severity == audits.WARN and not verdict.blocks
-    assert "not evaluated" in verdict.description and "stands" in verdict.description
+    assert [v.check for v in verdicts] == list(CHECKED)
+    for verdict in verdicts:
+        assert not verdict.passed and verdict.severity == audits.WARN and not verdict.blocks
+        assert "not evaluated" in verdict.description and "stands" in verdict.description

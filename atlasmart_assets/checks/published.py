@@ -1,7 +1,7 @@
 """Checks on published tables, whoever wrote them: key uniqueness, and mart totals equal to fact totals. Read-only."""
 
 
-from typing import Callable
+from typing import Callable, Collection, Iterator
 
 import dagster as dg
 import duckdb
@@ -39,13 +39,15 @@ def unreadable(check: str, asset: tuple[str, ...], wh: Warehouse, exc: Exception
                  {"evaluated": False})
 
 
-def _guarded(check: str, asset: tuple[str, ...], wh: Warehouse, audit: Callable[[], Audit]) -> Audit:
+def _guarded(checks: dict[str, tuple[str, ...]], wh: Warehouse, audit: Callable[[], list[Audit]]) -> list[Audit]:
+    """`audit`'s verdicts, or one `unreadable` WARN per check of `checks` (name -> asset) when the read was locked
+    out."""
     try:
         return audit()
     except duckdb.Error as exc:
         if not is_lock_conflict(exc):
             raise
-        return unreadable(check, asset, wh, exc)
+        return [unreadable(check, asset, wh, exc) for check, asset in checks.items()]
 
 
 Figures = dict[str, dict]
@@ -71,34 +73,51 @@ def _read_by_chunk(wh: Warehouse, window: Window,
     return out
 
 
-def published_fact_unique(wh: Warehouse, window: Window, give_way: GiveWay | None = None) -> Audit:
-    (figures,) = _read_by_chunk(wh, window, lambda con, part: (
-        candidates.controls(con, "fact.fct_order_lines", part, query="fact_duplicates"),), give_way)
-    return unique_keys(FACT_UNIQUE, FCT_ORDER_LINES, {d: f["duplicate_line_ids"] for d, f in figures.items()})
+CHECKED = {FACT_UNIQUE: FCT_ORDER_LINES, MART_MATCHES: REVENUE_DAILY}
 
 
-def published_mart_matches_fact(wh: Warehouse, window: Window, give_way: GiveWay | None = None) -> Audit:
-    fact, mart = _read_by_chunk(wh, window, lambda con, part: (
-        candidates.controls(con, "fact.fct_order_lines", part),
-        candidates.controls(con, "mart.revenue_daily", part, kind="mart")), give_way)
-    return controls_match(MART_MATCHES, REVENUE_DAILY, {d: candidates.control_list(m) for d, m in mart.items()},
-                          {d: candidates.control_list(f) for d, f in fact.items()}, "published_fact")
+def published_checks(wh: Warehouse, window: Window, give_way: GiveWay | None = None,
+                     checks: Collection[str] = tuple(CHECKED)) -> list[Audit]:
+    """The published checks named in `checks` over the window, in the order of CHECKED. The published fact is
+    read once for both, its line ids and its controls in one pass per chunk (a year's checks: one scan of 7.3 M
+    lines through the ledger's view instead of two)."""
+    unknown = sorted(set(checks) - set(CHECKED))
+    if unknown:
+        raise ValueError(f"not a published check: {unknown}")
+    mart_too = MART_MATCHES in checks
+
+    def read(con: duckdb.DuckDBPyConnection, part: Window) -> tuple[Figures, Figures]:
+        fact = candidates.controls(con, "fact.fct_order_lines", part,
+                                   query="published_fact_figures" if mart_too else "fact_duplicates")
+        return fact, candidates.controls(con, "mart.revenue_daily", part, kind="mart") if mart_too else {}
+
+    fact, mart = _read_by_chunk(wh, window, read, give_way)
+    out = []
+    if FACT_UNIQUE in checks:
+        out.append(unique_keys(FACT_UNIQUE, FCT_ORDER_LINES, {d: f["duplicate_line_ids"] for d, f in fact.items()}))
+    if mart_too:
+        out.append(controls_match(MART_MATCHES, REVENUE_DAILY, {d: candidates.control_list(m) for d, m in mart.items()},
+                                  {d: candidates.control_list(f) for d, f in fact.items()}, "published_fact"))
+    return out
 
 
-@dg.asset_check(asset=dg.AssetKey(list(FCT_ORDER_LINES)), name=FACT_UNIQUE, partitions_def=daily_partitions,
-                description="line_id is unique in the published fact over the run's window (catches any writer).")
-def fct_order_lines_line_id_unique(context: dg.AssetCheckExecutionContext,
-                                   warehouse: Warehouse) -> dg.AssetCheckResult:
-    return check_result(_guarded(FACT_UNIQUE, FCT_ORDER_LINES, warehouse,
-                                 lambda: published_fact_unique(warehouse, *_window(context, warehouse))))
-
-
-@dg.asset_check(asset=dg.AssetKey(list(REVENUE_DAILY)), name=MART_MATCHES, partitions_def=daily_partitions,
-                description="Published mart totals equal published fact totals per day: a mart left behind fails.")
-def revenue_daily_totals_match_fact(context: dg.AssetCheckExecutionContext,
-                                    warehouse: Warehouse) -> dg.AssetCheckResult:
-    return check_result(_guarded(MART_MATCHES, REVENUE_DAILY, warehouse,
-                                 lambda: published_mart_matches_fact(warehouse, *_window(context, warehouse))))
+@dg.multi_asset_check(
+    name="published_tables_checks",
+    specs=[dg.AssetCheckSpec(FACT_UNIQUE, asset=dg.AssetKey(list(FCT_ORDER_LINES)), partitions_def=daily_partitions,
+                             description="line_id is unique in the published fact over the run's window (catches "
+                                         "any writer)."),
+           dg.AssetCheckSpec(MART_MATCHES, asset=dg.AssetKey(list(REVENUE_DAILY)), partitions_def=daily_partitions,
+                             description="Published mart totals equal published fact totals per day: a mart left "
+                                         "behind fails.")],
+    can_subset=True,
+    description="The published fact and mart over the run's window, read once for both checks.",
+)
+def published_tables_checks(context: dg.AssetCheckExecutionContext,
+                            warehouse: Warehouse) -> Iterator[dg.AssetCheckResult]:
+    selected = {key.name: CHECKED[key.name] for key in context.selected_asset_check_keys}
+    for audit in _guarded(selected, warehouse,
+                          lambda: published_checks(warehouse, *_window(context, warehouse), checks=selected)):
+        yield check_result(audit)
 
 
 def published_free_of_suppressed(wh: Warehouse) -> Audit:
@@ -128,5 +147,5 @@ def published_free_of_suppressed(wh: Warehouse) -> Audit:
                 description="Scans all published history (daily schedule): no published line belongs to the subject "
                             "of a deletion request. A failure names the days a backfill must correct.")
 def fct_order_lines_published_history_free_of_suppressed_keys(warehouse: Warehouse) -> dg.AssetCheckResult:
-    return check_result(_guarded(NO_SUPPRESSED, FCT_ORDER_LINES, warehouse,
-                                 lambda: published_free_of_suppressed(warehouse)))
+    (audit,) = _guarded({NO_SUPPRESSED: FCT_ORDER_LINES}, warehouse, lambda: [published_free_of_suppressed(warehouse)])
+    return check_result(audit)
