@@ -199,14 +199,20 @@ def test_published_checks_catch_another_writer(env, published, monkeypatch, chun
     assert drift.blocks and "2026-09-20" in drift.figures["mismatches"]
 
 
-def test_the_published_checks_are_one_step_and_either_runs_alone(env, instance, published, monkeypatch) -> None:
-    """Both published checks come from one step that reads the published fact once per chunk, and each can still
-    be run on its own (a check-only run from the UI): it then reads only what it needs."""
+def _check_only(*checks: str):
+    """The daily job with no asset, only the named published checks (the UI's "Execute" on a check)."""
     import dagster as dg
 
-    from atlasmart_assets.contract import FCT_ORDER_LINES, REVENUE_DAILY
+    from atlasmart_assets.checks.published import CHECKED
     from atlasmart_assets.definitions import defs
 
+    keys = {dg.AssetCheckKey(dg.AssetKey(list(CHECKED[c])), c) for c in checks}
+    return defs.resolve_job_def("atlasmart_daily").get_subset(asset_selection=set(), asset_check_selection=keys)
+
+
+def test_the_published_checks_are_one_step_and_either_runs_alone(env, instance, published, monkeypatch) -> None:
+    """Both published checks come from one step that reads the published fact once per chunk for both, and each
+    can still be run on its own (a check-only run from the UI): it then reads only what it needs."""
     result = run_chain(instance, DAY)
     assert result.success
     evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
@@ -215,20 +221,64 @@ def test_the_published_checks_are_one_step_and_either_runs_alone(env, instance, 
              and e.event_specific_data.check_name in (FACT_UNIQUE, MART_MATCHES)}
     assert steps == {"published_tables_checks"}
 
-    reads: list[str] = []
+    reads: list[tuple[str, str | None]] = []
     controls = candidates.controls
-    monkeypatch.setattr(candidates, "controls", lambda con, relation, *a, **k: reads.append(relation) or
-                        controls(con, relation, *a, **k))
-    job = defs.resolve_job_def("atlasmart_daily")
-    for check, asset, relations in ((FACT_UNIQUE, FCT_ORDER_LINES, ["fact.fct_order_lines"]),
-                                    (MART_MATCHES, REVENUE_DAILY, ["fact.fct_order_lines", "mart.revenue_daily"])):
+    monkeypatch.setattr(candidates, "controls", lambda con, relation, *a, **k: reads.append((relation, k.get("query")))
+                        or controls(con, relation, *a, **k))
+    fact, mart = "fact.fct_order_lines", "mart.revenue_daily"
+    for checks, expected in (((FACT_UNIQUE, MART_MATCHES), [(fact, "published_fact_figures"), (mart, None)]),
+                             ((FACT_UNIQUE,), [(fact, "fact_duplicates")]),
+                             ((MART_MATCHES,), [(fact, "fact_controls"), (mart, None)])):
         reads.clear()
-        alone = job.get_subset(asset_selection=set(),
-                               asset_check_selection={dg.AssetCheckKey(dg.AssetKey(list(asset)), check)})
-        got = alone.execute_in_process(partition_key=DAY, instance=instance, raise_on_error=False)
+        got = _check_only(*checks).execute_in_process(partition_key=DAY, instance=instance, raise_on_error=False)
         assert got.success
-        assert [e.check_name for e in got.get_asset_check_evaluations()] == [check]
-        assert reads == relations
+        assert sorted(e.check_name for e in got.get_asset_check_evaluations()) == sorted(checks)
+        assert all(e.passed for e in got.get_asset_check_evaluations())
+        assert reads == expected, checks
+
+
+def test_a_published_check_that_can_read_reports_when_the_other_cannot(env, instance, published,
+                                                                         monkeypatch) -> None:
+    """The mart cannot be read (not a lock: a broken table, say): the step fails, naming that error, and the
+    uniqueness check, whose fact can still be read, reports all the same."""
+    import duckdb
+
+    published((DAY, None))
+    controls = candidates.controls
+
+    def broken_mart(con, relation, *args, **kwargs):
+        if relation == "mart.revenue_daily":
+            raise duckdb.CatalogException("Catalog Error: Table with name revenue_daily does not exist!")
+        return controls(con, relation, *args, **kwargs)
+
+    monkeypatch.setattr(candidates, "controls", broken_mart)
+    got = _check_only(FACT_UNIQUE, MART_MATCHES).execute_in_process(partition_key=DAY, instance=instance,
+                                                                     raise_on_error=False)
+    assert not got.success
+    [evaluation] = got.get_asset_check_evaluations()
+    assert evaluation.check_name == FACT_UNIQUE and evaluation.passed
+    [failure] = [e for e in got.all_events if e.event_type_value == "STEP_FAILURE"]
+    error = failure.step_failure_data.error
+    assert "revenue_daily does not exist" in error.message + (error.cause.message if error.cause else "")
+
+
+def test_the_published_fact_figures_are_the_controls_and_the_duplicates_in_one_pass(env, published) -> None:
+    """published_fact_figures.sql gives, per day, exactly fact_controls.sql's figures and fact_duplicates.sql's
+    count: a control added to one and not the other fails here, not as a mismatch on every published day."""
+    published(("2026-09-18", "2026-09-20"))
+    window = Window.of("2026-09-18", "2026-09-20")
+    with Warehouse().writer() as con:
+        # A repeated line (as another writer would leave it), so the duplicates are not all zero.
+        con.execute("insert into versions.staged_order_lines select * from versions.staged_order_lines "
+                    "semi join audit.current_publications using (partition_date, publication_id) "
+                    "where partition_date = '2026-09-19' limit 1")
+    with Warehouse().reader() as con:
+        both = candidates.controls(con, "fact.fct_order_lines", window, query="published_fact_figures")
+        figures = candidates.controls(con, "fact.fct_order_lines", window)
+        duplicates = candidates.controls(con, "fact.fct_order_lines", window, query="fact_duplicates")
+    assert set(both) == set(window.keys)
+    assert both == {d: {**figures[d], **duplicates[d]} for d in window.keys}
+    assert both["2026-09-19"]["duplicate_line_ids"] == 1
 
 
 def test_a_backfills_published_checks_read_no_chunk_while_todays_load_runs(env, published, instance,
