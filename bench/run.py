@@ -262,31 +262,26 @@ class Bench:
         check(result, name)
         return result
 
-    def year(self) -> None:
-        data, env = self.fresh("year")
-        first = self.backfill(env, "year-first-load")
-        log(f"{self.args.days}-day backfill, first load: {first['total_s']} s, {first['peak_rss_mib']} MiB")
-        before = self.idle_runs(env, "current-idle")
-        again = self.backfill(env, "year-republish")
-        log(f"{self.args.days}-day backfill, re-publish: {again['total_s']} s, {again['peak_rss_mib']} MiB")
-        # The same re-publish with today's load started a few seconds in, in its own process, on the same data
-        # dir; it keeps loading the newest day until the backfill has finished.
-        stop = self.work / "backfill-done"
+    def beside(self, env: dict[str, str], name: str, current: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The backfill `name` with today's load started a few seconds in, in its own process, on the same data
+        dir; it keeps loading the newest day until the backfill has finished. Returns the backfill's result and
+        the figures of the current runs that began while it ran."""
+        stop = self.work / f"{name}-done"
         stop.unlink(missing_ok=True)
         t0 = time.time()
-        bproc, bfh = spawn(worker("chain", self.work / "year-concurrent.json", "--start", self.start.isoformat(),
-                                  "--end", self.last.isoformat(), "--backfill", "bench"), env, "year-concurrent")
-        cproc, cfh, cout = self.current_runs(env, "current-during-backfill", 1, until=stop,
+        bproc, bfh = spawn(worker("chain", self.work / f"{name}.json", "--start", self.start.isoformat(),
+                                  "--end", self.last.isoformat(), "--backfill", "bench"), env, name)
+        cproc, cfh, cout = self.current_runs(env, current, 1, until=stop,
                                              delay=self.args.current_delay, pause=self.args.current_pause)
         bcode, brss = reap(bproc, bfh)
         t1 = time.time()
         stop.touch()
         ccode, crss = reap(cproc, cfh)
         if bcode != 0 or ccode != 0:
-            raise RuntimeError(f"concurrent backfill exited {bcode}, current runs exited {ccode}")
+            raise RuntimeError(f"{name}: backfill exited {bcode}, current runs exited {ccode}")
         during_all = json.loads(cout.read_text())
-        check(during_all, "current during backfill")
-        concurrent = {**json.loads((self.work / "year-concurrent.json").read_text()), "peak_rss_mib": round(brss, 1)}
+        check(during_all, f"{current}")
+        backfill = {**json.loads((self.work / f"{name}.json").read_text()), "peak_rss_mib": round(brss, 1)}
         overlap = [r for r in during_all["runs"] if r["began"] < t1]
         walls = [r["wall_s"] for r in overlap]
         during = {"runs": overlap, "n": len(overlap), "median_s": med(walls) if walls else None,
@@ -294,8 +289,22 @@ class Bench:
                   "p95_s": round(statistics.quantiles(walls, n=20)[18], 3) if len(walls) > 1 else None,
                   "lock_wait_max_s": max((r["lock"]["lock_wait_max_s"] for r in overlap), default=None),
                   "backfill_wall_s": round(t1 - t0, 3), "peak_rss_mib": round(crss, 1)}
-        log(f"current daily run during the backfill: {during['n']} runs, median {during['median_s']} s, "
-            f"max {during['max_s']} s (backfill beside it: {concurrent['total_s']} s)")
+        log(f"current daily run during the {name}: {during['n']} runs, median {during['median_s']} s, "
+            f"max {during['max_s']} s (backfill beside it: {backfill['total_s']} s)")
+        return backfill, during
+
+    def year(self) -> None:
+        data, env = self.fresh("year")
+        first = self.backfill(env, "year-first-load")
+        log(f"{self.args.days}-day backfill, first load: {first['total_s']} s, {first['peak_rss_mib']} MiB")
+        before = self.idle_runs(env, "current-idle")
+        again = self.backfill(env, "year-republish")
+        log(f"{self.args.days}-day backfill, re-publish: {again['total_s']} s, {again['peak_rss_mib']} MiB")
+        concurrent, during = self.beside(env, "year-concurrent", "current-during-backfill")
+        # A first load beside today's load, on a data dir of its own: the longer backfill, parsing and appending
+        # every day, and so the one that gives the most runs beside it.
+        _, first_env = self.fresh("year-first-beside")
+        first_concurrent, during_first = self.beside(first_env, "year-first-beside", "current-during-first-load")
         # Idle runs before and after the backfills: a shared machine's speed drifts within minutes (idle medians of
         # 2.13 and 3.33 s in bench runs of the same hour), and a reference from one side only moves the ratio with it.
         after = self.idle_runs(env, "current-idle-after")
@@ -304,9 +313,10 @@ class Bench:
                 "peak_rss_mib": max(before["peak_rss_mib"], after["peak_rss_mib"])}
         self.results["year"] = {"window": f"{self.start}..{self.last}", "first_load": summary(first),
                                 "republish": summary(again), "republish_with_current_runs": summary(concurrent),
+                                "first_load_with_current_runs": summary(first_concurrent),
                                 "current_idle": {**summary(idle), "median_before_s": before["median_s"],
                                                  "median_after_s": after["median_s"]},
-                                "current_during_backfill": during}
+                                "current_during_backfill": during, "current_during_first_load": during_first}
 
     def machine(self) -> dict[str, Any]:
         model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
@@ -417,16 +427,19 @@ def report(b: Bench) -> list[tuple[str, str, str, str]]:
                      f"{many['runs']} runs, median {many['run_median_s']} s each",
                      f"{ratio(many['launch_to_complete_s'], one['launch_to_complete_s'])}x slower"))
     if year:
-        idle, during = year["current_idle"], year["current_during_backfill"]
+        idle = year["current_idle"]
         rows.append(("current daily run (newest day), idle before and after the backfills",
                      f"{idle['median_s']:.2f} s (median of {idle['runs']}; {idle['median_before_s']:.2f} s before, "
                      f"{idle['median_after_s']:.2f} s after)", f"{idle['peak_rss_mib']:.0f} MiB", "1x"))
-        if during["n"]:
+        for label, key in (("re-publish", "current_during_backfill"), ("first load", "current_during_first_load")):
+            during = year.get(key)
+            if not during or not during["n"]:
+                continue
             # A p95 needs two runs at least: a backfill shorter than one current run's pause leaves one.
             p95 = during.get("p95_s")
             p95_wall, p95_ratio = ((f"p95 {p95} s", f"{ratio(p95, idle['median_s'])}x p95") if p95 is not None
                                    else ("no p95 of 1 run", "no p95"))
-            rows.append((f"current daily run during the {a.days}-day backfill",
+            rows.append((f"current daily run during the {a.days}-day backfill's {label}",
                          f"median {during['median_s']:.2f} s, {p95_wall}, max {during['max_s']:.2f} s "
                          f"({during['n']} run{'s' if during['n'] != 1 else ''})",
                          f"lock wait max {during['lock_wait_max_s']} s",
