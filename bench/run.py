@@ -280,7 +280,7 @@ class Bench:
         if bcode != 0 or ccode != 0:
             raise RuntimeError(f"{name}: backfill exited {bcode}, current runs exited {ccode}")
         during_all = json.loads(cout.read_text())
-        check(during_all, f"{current}")
+        check(during_all, current)
         backfill = {**json.loads((self.work / f"{name}.json").read_text()), "peak_rss_mib": round(brss, 1)}
         overlap = [r for r in during_all["runs"] if r["began"] < t1]
         walls = [r["wall_s"] for r in overlap]
