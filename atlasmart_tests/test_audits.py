@@ -4,10 +4,12 @@ import json
 import threading
 import time
 
+import dagster as dg
+import duckdb
 import pytest
 
 from atlasmart_assets import audits, candidates, capacity
-from atlasmart_assets.checks.published import FACT_UNIQUE, MART_MATCHES, published_checks
+from atlasmart_assets.checks.published import CHECKED, FACT_UNIQUE, MART_MATCHES, published_checks
 from atlasmart_assets.correction import (
     CANDIDATE_UNIQUE,
     CONTROLS_MATCH_RAW,
@@ -201,10 +203,7 @@ def test_published_checks_catch_another_writer(env, published, monkeypatch, chun
 
 def _check_only(*checks: str):
     """The daily job with no asset, only the named published checks (the UI's "Execute" on a check)."""
-    import dagster as dg
-
-    from atlasmart_assets.checks.published import CHECKED
-    from atlasmart_assets.definitions import defs
+    from atlasmart_assets.definitions import defs  # loading it runs recovery: under the test's env, not at import
 
     keys = {dg.AssetCheckKey(dg.AssetKey(list(CHECKED[c])), c) for c in checks}
     return defs.resolve_job_def("atlasmart_daily").get_subset(asset_selection=set(), asset_check_selection=keys)
@@ -241,8 +240,6 @@ def test_a_published_check_that_can_read_reports_when_the_other_cannot(env, inst
                                                                          monkeypatch) -> None:
     """The mart cannot be read (not a lock: a broken table, say): the step fails, naming that error, and the
     uniqueness check, whose fact can still be read, reports all the same."""
-    import duckdb
-
     published((DAY, None))
     controls = candidates.controls
 
@@ -328,7 +325,7 @@ def test_a_published_check_that_cannot_read_reports_it_and_fails_nothing(env, in
     import sys
     import time
 
-    from atlasmart_assets.checks.published import CHECKED, _guarded
+    from atlasmart_assets.checks.published import _guarded
 
     assert run_chain(instance, DAY).success
     monkeypatch.setenv("ATLASMART_LOCK_TIMEOUT_S", "1")

@@ -301,7 +301,7 @@ class Bench:
         return backfill, during
 
     def year(self) -> None:
-        data, env = self.fresh("year")
+        _, env = self.fresh("year")
         first = self.backfill(env, "year-first-load")
         log(f"{self.args.days}-day backfill, first load: {first['total_s']} s, {first['peak_rss_mib']} MiB")
         before = self.idle_runs(env, "current-idle")
