@@ -7,7 +7,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, Collection
 
 import duckdb
 import pandas as pd
@@ -78,9 +78,12 @@ def evidence(con: duckdb.DuckDBPyConnection, window: Window) -> dict[str, Eviden
 
 
 def build_staged(con: duckdb.DuckDBPyConnection, customers: pd.DataFrame, deletion_keys: pd.DataFrame,
-                 window: Window) -> None:
-    """candidate.staged_order_lines for the window: the merged evidence less what deletion requests suppress,
-    joined to the customer dimension in force (SCD2, version valid at order time)."""
+                 window: Window, days: Collection[str] | None = None) -> None:
+    """candidate.staged_order_lines for `days` of the window (default: all of them): the merged evidence less
+    what deletion requests suppress, joined to the customer dimension in force (SCD2, version valid at order
+    time). The days built are left in candidate.build_days."""
+    con.execute("create or replace table candidate.build_days as select unnest($days::date[]) as partition_date",
+                {"days": sorted(window.keys if days is None else days)})
     con.register("customers_in_force", customers)
     con.register("deletion_keys_in_force", deletion_keys)
     try:
@@ -155,13 +158,15 @@ def days(con: duckdb.DuckDBPyConnection, window: Window, inputs: dict[str, Evide
          fact: str = "candidate.fct_order_lines", mart: str = "candidate.revenue_daily",
          reference: dict[str, Any] | None = None,
          applied: dict[str, list[str]] | None = None,
-         fact_figures: dict[str, dict[str, Any]] | None = None) -> dict[str, DayCandidate]:
-    """What each day of the window would publish: rows, controls, content hash, the extract's exact bytes, and
-    the evidence it read (the ordered batch set and as_of). `fact_figures`: the fact's controls, if already read."""
+         fact_figures: dict[str, dict[str, Any]] | None = None,
+         keys: Collection[str] | None = None) -> dict[str, DayCandidate]:
+    """What each day of the window (or each of `keys`) would publish: rows, controls, content hash, the
+    extract's exact bytes, and the evidence it read (the ordered batch set and as_of). `fact_figures`: the fact's
+    controls, if already read."""
     fact_figures = controls(con, fact, window) if fact_figures is None else fact_figures
     rows_by_day = mart_rows(con, mart, window)
     out: dict[str, DayCandidate] = {}
-    for day in window.keys:
+    for day in window.keys if keys is None else sorted(keys):
         ctl = control_list(fact_figures.get(day))
         ev = inputs.get(day)
         batches = tuple({k: b[k] for k in ("batch", "sha256", "source_high_sequence")} for b in ev.batches) if ev else ()

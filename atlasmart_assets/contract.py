@@ -19,6 +19,7 @@ USER_TAGS = ("dagster/user", "user", "atlasmart/requested_by")
 REASON_TAG = "atlasmart/reason"
 FENCE_OVERRIDE_TAG = "atlasmart/fence_override"
 ACCEPT_SHRINK_TAG = "atlasmart/accept_shrink"
+REDERIVE_TAG = "atlasmart/rederive"
 LANE_TAG = "atlasmart/lane"
 CURRENT_LANE = "current"
 CURRENT_LANE_TAGS = {LANE_TAG: CURRENT_LANE, PRIORITY_TAG: "10"}
@@ -36,12 +37,14 @@ REVENUE_DAILY = ("mart", "revenue_daily")
 OWNERS = ["team:data-platform"]
 
 
-def _sql_fingerprint() -> str:
+def _code_fingerprint() -> str:
+    package = Path(__file__).resolve().parent
     digest = hashlib.sha256()
-    for path in sorted((Path(__file__).resolve().parent / "sql").rglob("*.sql")):
-        digest.update(path.name.encode() + path.read_bytes())
+    for path in sorted([*package.rglob("*.sql"), *package.rglob("*.py")]):
+        digest.update(str(path.relative_to(package)).encode() + path.read_bytes())
     return digest.hexdigest()[:12]
 
 
-# Recorded with every publication: the package and every SQL model it ran.
-CODE_VERSION = f"{PACKAGE_VERSION}+{_sql_fingerprint()}"
+# Recorded with every publication: the package, and every SQL model and Python module it ran. A day whose current
+# version another code built is built again by the next correction (unchanged.py keeps only this code's days).
+CODE_VERSION = f"{PACKAGE_VERSION}+{_code_fingerprint()}"

@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import duckdb
 
-from atlasmart_assets import audits, candidates, capacity, failpoints, raw_load, reference, sql
+from atlasmart_assets import audits, candidates, capacity, failpoints, raw_load, reference, sql, unchanged
 from atlasmart_assets.audits import Audit
 from atlasmart_assets.contract import CODE_VERSION, FCT_ORDER_LINES, REVENUE_DAILY, STAGED_ORDER_LINES
 from atlasmart_assets.progress import Progress
@@ -120,18 +120,23 @@ def _reconciled(evidence: dict[str, candidates.Evidence],
 
 def audit(scope: RunScope, con: duckdb.DuckDBPyConnection, current: dict[str, Current],
           evidence: dict[str, candidates.Evidence], shrink_threshold: float, repeats: LineIdRepeats,
-          ref: reference.Reference | None = None,
-          suppressed: dict[str, dict[str, Any]] | None = None) -> tuple[list[Audit], dict[str, DayCandidate]]:
-    """Every audit of the window's candidates, and what each day would publish. `repeats`: the candidate's
-    repeated line ids, found by the caller (partly under a warehouse hold)."""
+          ref: reference.Reference | None = None, suppressed: dict[str, dict[str, Any]] | None = None,
+          keys: list[str] | None = None) -> tuple[list[Audit], dict[str, DayCandidate]]:
+    """Every audit of the candidates of the window's days (or of `keys`, the days built), and what each of them
+    would publish. `repeats`: the candidate's repeated line ids, found by the caller (partly under a warehouse
+    hold)."""
     window = scope.window
-    repeated_within_days = repeats.within_days(window)
+    keys = window.keys if keys is None else keys
+    built = set(keys)
+    repeated_within_days = {d: n for d, n in repeats.within_days(window).items() if d in built}
+    # The mart candidate also holds the rows of the days kept as published (checked against their extracts).
+    mart = {d: m for d, m in candidates.controls(con, "candidate.revenue_daily", window, kind="mart").items()
+            if d in built}
     fact = candidates.controls(con, "candidate.fct_order_lines", window)
-    mart = candidates.controls(con, "candidate.revenue_daily", window, kind="mart")
     suppressed = suppressed or {}
     days = candidates.days(con, window, evidence, reference=reference.identity(ref) if ref else None,
-                           applied={d: s["requests"] for d, s in suppressed.items()}, fact_figures=fact)
-    expected = _reconciled(evidence, suppressed)
+                           applied={d: s["requests"] for d, s in suppressed.items()}, fact_figures=fact, keys=keys)
+    expected = _reconciled({d: e for d, e in evidence.items() if d in built}, suppressed)
     fact_lists = {d: candidates.control_list(f) for d, f in fact.items()}
     rows_after = {d: c.rows for d, c in days.items()}
     rows_now = {d: c.rows for d, c in current.items()}
@@ -140,7 +145,7 @@ def audit(scope: RunScope, con: duckdb.DuckDBPyConnection, current: dict[str, Cu
         # filter): the same line ids per day, so one count serves both.
         audits.unique_keys(STAGED_UNIQUE, STAGED_ORDER_LINES, repeated_within_days),
         audits.unique_keys(CANDIDATE_UNIQUE, FCT_ORDER_LINES, repeated_within_days),
-        audits.controls_match(CONTROLS_MATCH_RAW, FCT_ORDER_LINES, {d: fact_lists.get(d, [0] * 6) for d in window.keys},
+        audits.controls_match(CONTROLS_MATCH_RAW, FCT_ORDER_LINES, {d: fact_lists.get(d, [0] * 6) for d in keys},
                               expected, "raw_manifest_less_suppressed",
                               extra={"suppressed": {d: {"lines": s["controls"][0], "requests": s["requests"]}
                                                     for d, s in suppressed.items()}}),
@@ -171,14 +176,17 @@ class LineIdRepeats:
 
 def _line_id_repeats(wh: Warehouse, scope: RunScope, con: duckdb.DuckDBPyConnection,
                      stats: LockStats) -> LineIdRepeats:
-    """The candidate's repeated line ids: within a day, and across days (in the window, or published outside it).
+    """The candidate's repeated line ids: within a day, and across days (built by the run, or published: outside
+    the window, or a day the run keeps as published).
     The warehouse is held only while the published days outside the window are searched for the candidate's
     line ids (a semi join that finds the few shared ones); the pass over the window runs after it is released."""
     if wh.settings.warehouse_path.exists():
         with attached_hold(con, wh.settings.warehouse_path, "w", wh.settings.lock_timeout_s, stats):
+            # A day the run keeps as published is the published fact's, like the days outside the window.
             con.execute("create or replace temp table published_elsewhere as select partition_date, line_id "
-                        "from w.fact.fct_order_lines where partition_date not between $start and $end "
-                        "and line_id in (select line_id from candidate.fct_order_lines)", scope.window.params)
+                        "from w.fact.fct_order_lines where partition_date not in "
+                        "(select partition_date from candidate.build_days) "
+                        "and line_id in (select line_id from candidate.fct_order_lines)")
         published = "select partition_date, line_id from published_elsewhere"
     else:
         published = "select cast(null as date) as partition_date, cast(null as varchar) as line_id where false"
@@ -209,39 +217,67 @@ def release_window(wh: Warehouse, run_id: str, stats: LockStats | None = None) -
         flags.clear(con, run_id)
 
 
-def _build(wh: Warehouse, scope: RunScope, threads: int | None, ref: reference.Reference, need_raw: bool,
-           adjust_staged: Callable[[duckdb.DuckDBPyConnection], None] | None) -> dict[str, candidates.Evidence]:
-    """The window's candidates in scratch (no warehouse hold); the evidence each day reads."""
+def _evidence(wh: Warehouse, scope: RunScope, threads: int | None, ref: reference.Reference,
+              need_raw: bool) -> tuple[dict[str, candidates.Evidence], set[str]]:
+    """The evidence each day of the window reads (merged in scratch if the raw step did not), and the days with a
+    record a deletion request names (no warehouse hold)."""
     con = wh.open_scratch(scope.run.run_id, threads)
     try:
         if need_raw:
             candidates.merge_evidence(con)
-        evidence = candidates.evidence(con, scope.window)
-        candidates.build_staged(con, ref.customers, ref.deletion_keys, scope.window)
-        if adjust_staged is not None:
-            adjust_staged(con)
-        candidates.build(con)
-        return evidence
+        return (candidates.evidence(con, scope.window),
+                unchanged.requested_days(con, ref.deletion_keys, scope.window))
     finally:
         con.close()
 
 
+def _build(wh: Warehouse, scope: RunScope, threads: int | None, ref: reference.Reference, days: list[str],
+           kept: unchanged.Kept, adjust_staged: Callable[[duckdb.DuckDBPyConnection], None] | None) -> None:
+    """The candidates of `days` in scratch (no warehouse hold); the mart candidate also takes the kept days'
+    published rows, so the one commit writes the window's mart as before."""
+    con = wh.open_scratch(scope.run.run_id, threads)
+    try:
+        candidates.build_staged(con, ref.customers, ref.deletion_keys, scope.window, days)
+        if adjust_staged is not None:
+            adjust_staged(con)
+        candidates.build(con)
+        if kept.days:
+            cols = ", ".join(ledger.MART_COLUMNS)
+            con.execute(f"insert into candidate.revenue_daily ({cols}) select {cols} from candidate.kept_revenue_daily "
+                        "where partition_date in (select unnest($days::date[]))", {"days": sorted(kept.days)})
+    finally:
+        con.close()
+
+
+def _keep(wh: Warehouse, scope: RunScope, current: dict[str, Current], evidence: dict[str, candidates.Evidence],
+          requested: set[str], ref: reference.Reference, stats: LockStats, give_way: GiveWay | None,
+          adjusting: bool) -> unchanged.Kept:
+    """The days published again as they are (unchanged.py); none when the run re-derives every day (its tag) or a
+    test adjusts the staged candidate."""
+    if adjusting or scope.run.rederive:
+        return unchanged.Kept()
+    days = unchanged.eligible(current, evidence, ref.dimension_version, CODE_VERSION, requested, scope.window.keys)
+    return unchanged.verify(wh, scope.run.run_id, scope.window, days, stats, give_way)
+
+
 def _audit_candidates(wh: Warehouse, scope: RunScope, threads: int | None, current: dict[str, Current],
-                      evidence: dict[str, candidates.Evidence], repeats: LineIdRepeats,
-                      ref: reference.Reference) -> tuple[list[Audit], dict[str, DayCandidate], dict[str, dict[str, int]]]:
-    """Every audit of the candidates in scratch (no warehouse hold), what each day would publish, and the staged
-    figures per day."""
+                      evidence: dict[str, candidates.Evidence], repeats: LineIdRepeats, ref: reference.Reference,
+                      built: list[str], kept: unchanged.Kept
+                      ) -> tuple[list[Audit], dict[str, DayCandidate], dict[str, dict[str, int]]]:
+    """Every audit of the candidates of the days built, in scratch (no warehouse hold); what each day of the
+    window would publish (a kept day: its current version) and the staged figures per day."""
     con = wh.open_scratch(scope.run.run_id, threads)
     try:
         suppressed = candidates.suppressed(con, scope.window)
         staged_figures = candidates.controls(con, "candidate.staged_order_lines", scope.window, kind="staged")
-        found, days = audit(scope, con, current, evidence, wh.settings.shrink_threshold, repeats, ref, suppressed)
+        found, days = audit(scope, con, current, evidence, wh.settings.shrink_threshold, repeats, ref, suppressed,
+                            built)
         found.insert(0, ref.audit())
         days = {d: replace(c, fingerprint=candidates.fingerprint(staged_figures[d])) if d in staged_figures else c
                 for d, c in days.items()}
         staged = {d: {"rows": int(f["lines"]), "unresolved_customers": int(f["unresolved_customers"])}
                   for d, f in staged_figures.items()}
-        return found, days, staged
+        return found, {**days, **kept.days}, {**staged, **kept.staged}
     finally:
         con.close()
 
@@ -252,6 +288,20 @@ def _new_evidence(current: dict[str, Current], evidence: dict[str, candidates.Ev
     version read. A new deletion request or release may change other days too: the audit finds those."""
     return [d for d in days if d not in current or current[d].dimension_version != dimension_version
             or current[d].input_sha256 != (evidence[d].digest if d in evidence else None)]
+
+
+def _build_line(scope: RunScope, built: list[str], new: list[str], kept: unchanged.Kept) -> str:
+    """The run log's build line: how many days were built, how many kept as published, and why."""
+    line = f"candidates for {len(built)} day(s) of {len(scope.window.keys)}, {len(new)} with new evidence"
+    if scope.run.rederive:
+        return line + "; every day built again (atlasmart/rederive)"
+    if kept.days:
+        line += (f"; {len(kept.days)} kept as published (same evidence, dimension and release, no deletion "
+                 "request, published rows as their ledger says)")
+    if kept.differ:
+        more = f" and {len(kept.differ) - 10} more" if len(kept.differ) > 10 else ""
+        line += f"; built again, their published rows differing from their ledger: {', '.join(kept.differ[:10])}{more}"
+    return line
 
 
 def correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool], threads: int | None = None,
@@ -284,19 +334,22 @@ def correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool],
         # The scratch work runs lowered for a backfill; the warehouse holds (the cross-day lookup, the publish)
         # are taken at the run's own priority, so today's load never waits on a lowered holder.
         scratch_work = lowered or capacity.Lowered()
-        evidence = scratch_work.run(lambda: _build(wh, scope, threads, ref, need_raw, adjust_staged))
-        new = _new_evidence(current, evidence, ref.dimension_version, scope.window.keys)
+        evidence, requested = scratch_work.run(lambda: _evidence(wh, scope, threads, ref, need_raw))
+        kept = _keep(wh, scope, current, evidence, requested, ref, stats, give_way, adjust_staged is not None)
+        built = [d for d in scope.window.keys if d not in kept.days]
+        scratch_work.run(lambda: _build(wh, scope, threads, ref, built, kept, adjust_staged))
+        new = _new_evidence(current, evidence, ref.dimension_version, built)
         # Until the audit says which days changed, a day read from the evidence its current version read is taken
         # to publish unchanged (a new deletion request or release may still change it).
         progress.expect("publish", 0.15 + 0.85 * len(new) / max(len(scope.window.keys), 1))
-        progress.done("build", f"candidates for {len(scope.window.keys)} day(s), {len(new)} with new evidence")
+        progress.done("build", _build_line(scope, built, new, kept))
         con = wh.open_scratch(run_id, threads)
         try:
             repeats = _line_id_repeats(wh, scope, con, stats)
         finally:
             con.close()
         found, days, staged = scratch_work.run(lambda: _audit_candidates(
-            wh, scope, threads, current, evidence, repeats, ref))
+            wh, scope, threads, current, evidence, repeats, ref, built, kept))
         outcome = Outcome(found, days, None, staged, stats)
         # The commit, extracts and notices are about a seventh of a first load's publish (a year's re-publish of
         # unchanged days published in 2 s, its first load in 14 s); the rest is writing the days that changed.
@@ -310,8 +363,15 @@ def correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool],
                 progress.part("publish", k / (n + 1),
                               f"chunk {k}/{n} ({part}) written ahead, {changed} changed day(s)" if changed else
                               f"chunk {k}/{n} ({part}): no day changed, no line written")
+            # A day whose stored rows differ from its ledger is written afresh, not pointed at those rows again.
+            expected = {d: replace(c, fingerprint=None) if d in kept.differ else c for d, c in current.items()}
+            # A kept day has no candidate rows: the publish must point it at its stored ones, or it would be empty.
+            unstored = sorted(set(kept.days) - set(ledger.reused(expected, days)))
+            if unstored:
+                raise RuntimeError(f"days {unstored} were kept as published but the publish would not read their "
+                                   "stored rows; nothing was published")
             outcome.publication = publish(wh, wh.scratch_path(run_id), scope.window, scope.run, CODE_VERSION, days,
-                                          current, stats=stats, give_way=give_way, on_chunk=written)
+                                          expected, stats=stats, give_way=give_way, on_chunk=written)
             wh.drop_scratch(run_id)
             progress.done("publish", f"publication {outcome.publication.publication_id}, "
                                      f"{len(outcome.publication.changed)} day(s) changed")

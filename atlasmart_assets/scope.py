@@ -18,6 +18,7 @@ from atlasmart_assets.contract import (
     LANE_TAG,
     PARTITION_TAG,
     RANGE_END_TAG,
+    REDERIVE_TAG,
     RANGE_START_TAG,
     REASON_TAG,
     USER_TAGS,
@@ -41,6 +42,9 @@ class RunInfo:
     requested_by: str | None = None
     # The operator's own tags (Dagster's `dagster/...` and the named ones above left out), for the change notice.
     tags: tuple[tuple[str, str], ...] = ()
+    # Set (to why): every day of the window is built again, even one whose evidence, dimension, deletion requests
+    # and code are those its current version was built from.
+    rederive: str | None = None
 
     @classmethod
     def from_tags(cls, run_id: str, tags: Mapping[str, str]) -> "RunInfo":
@@ -48,11 +52,11 @@ class RunInfo:
             value = (tags.get(key) or "").strip()
             return value or None
 
-        named = {BACKFILL_TAG, REASON_TAG, FENCE_OVERRIDE_TAG, ACCEPT_SHRINK_TAG, LANE_TAG, *USER_TAGS}
+        named = {BACKFILL_TAG, REASON_TAG, FENCE_OVERRIDE_TAG, ACCEPT_SHRINK_TAG, REDERIVE_TAG, LANE_TAG, *USER_TAGS}
         own = tuple(sorted((k, v) for k, v in tags.items()
                            if k not in named and not k.startswith(("dagster/", ".dagster/"))))
         return cls(run_id, text(BACKFILL_TAG), text(REASON_TAG), text(FENCE_OVERRIDE_TAG), text(ACCEPT_SHRINK_TAG),
-                   next((text(k) for k in USER_TAGS if text(k)), None), own)
+                   next((text(k) for k in USER_TAGS if text(k)), None), own, text(REDERIVE_TAG))
 
 
 def window_from_tags(tags: Mapping[str, str]) -> Window | None:

@@ -102,16 +102,16 @@ def test_a_rerun_parses_only_what_is_new(env, instance, monkeypatch) -> None:
     assert "s to go" in _profile_line(instance, first), "a first load appends every batch after its profile"
     assert _profile_line(instance, again).endswith(", done"), \
         "nothing left to append: the estimate does not wait for a first load's append"
-    assert "candidates for 10 day(s), 10 with new evidence;" in _build_line(instance, first)
-    assert "candidates for 10 day(s), 0 with new evidence;" in _build_line(instance, again), \
-        "the estimate after the build expects no day to be written again"
+    assert "candidates for 10 day(s) of 10, 10 with new evidence;" in _build_line(instance, first)
+    assert "candidates for 0 day(s) of 10, 0 with new evidence; 10 kept as published" in _build_line(instance, again), \
+        "the same evidence, dimension and release: no day is built again, none written again"
 
     day = dt.date.fromisoformat("2026-09-04")
     generate.late_delta(env.raw_dir, day, "B-2026-09-04-02", new=2, restate=1, retract=1)
     late = run_chain(instance, *WINDOW, {**BF, "dagster/backfill": "bf-late"})
     assert late.success, state.failure_text(late)
     assert "11 batch file(s): 1 parsed, 10 already loaded" in _parse_line(instance, late)
-    assert "candidates for 10 day(s), 1 with new evidence;" in _build_line(instance, late)
+    assert "candidates for 1 day(s) of 10, 1 with new evidence; 9 kept as published" in _build_line(instance, late)
     [(n,)] = state.table_rows(env, "(select count(*) from raw.order_lines where extraction_batch = 'B-2026-09-04-02')")
     assert n == 4, "the new batch was appended"
 

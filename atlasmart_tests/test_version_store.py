@@ -8,7 +8,7 @@ import dagster as dg
 import duckdb
 import pytest
 
-from atlasmart_assets import cli, lab, sql
+from atlasmart_assets import cli, lab, sql, unchanged
 from atlasmart_assets.lab import run_chain
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.warehouse import ledger
@@ -33,9 +33,10 @@ def _orphans(cfg) -> list[tuple]:
 
 
 def _store_every_version(monkeypatch) -> None:
-    """Every publish writes its own rows, unchanged days too (as before migration 011): the tests of writing ahead
-    and pruning need a version per day and publication."""
+    """Every publish builds every day and writes its own rows, unchanged days too (as before migration 011 and
+    kept days): the tests of writing ahead and pruning need a version per day and publication."""
     monkeypatch.setattr(publish_mod.ledger, "reused", lambda before, after: {})
+    monkeypatch.setattr(unchanged, "eligible", lambda *args: [])
 
 
 def run_chain_backfill() -> bool:

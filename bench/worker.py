@@ -100,13 +100,18 @@ def _lock_figures(instance: Any, run_id: str) -> dict[str, float]:
 def _chain_runs(args: argparse.Namespace) -> dict[str, Any]:
     import dagster as dg
 
-    from atlasmart_assets.contract import CURRENT_LANE_TAGS
+    from atlasmart_assets.contract import CURRENT_LANE_TAGS, REDERIVE_TAG
     from atlasmart_assets.definitions import defs
     from atlasmart_assets.lab import run_chain
 
     _instrument()
     defs.resolve_job_def("atlasmart_daily")
-    tags = {"dagster/backfill": args.backfill} if args.backfill else dict(CURRENT_LANE_TAGS)
+    # Today's load here loads the same newest day again and again: it re-derives it, so that every run builds its
+    # day as a new day's first load does (a day kept as published would build nothing).
+    tags = ({"dagster/backfill": args.backfill} if args.backfill
+            else {**CURRENT_LANE_TAGS, REDERIVE_TAG: "bench: today's load builds its day"})
+    if args.rederive:
+        tags[REDERIVE_TAG] = args.rederive
     stop = Path(args.until_file) if args.until_file else None
     if args.delay:
         time.sleep(args.delay)
@@ -209,6 +214,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--end")
     parser.add_argument("--raw-dir")
     parser.add_argument("--backfill", help="dagster/backfill tag value; without it the run carries the current lane's tags")
+    parser.add_argument("--rederive", help="atlasmart/rederive tag value: every day of the window is built again")
     parser.add_argument("--per-partition", action="store_true", help="one single-partition run per day of start..end")
     parser.add_argument("--runs", type=int, default=1, help="runs of the window (with --until-file: at least this many)")
     parser.add_argument("--until-file", help="keep running the window until this file exists")

@@ -69,6 +69,9 @@ class Current:
     stored_as: str | None = None  # the publication whose stored rows it reads
     input_sha256: str | None = None  # of the landing batches it read (candidates.Evidence.digest)
     dimension_version: str | None = None  # of the customer dimension it joined
+    code_version: str | None = None  # of the release that published it (a rollback's: not the one that built it)
+    requests_applied: tuple[str, ...] = ()  # the deletion requests whose lines it left out
+    kind: str | None = None  # of the publication: publish or rollback
 
 
 @dataclass(frozen=True)
@@ -111,11 +114,34 @@ def new_publication_id(kind: str) -> str:
 def current(con: duckdb.DuckDBPyConnection, window: Window) -> dict[str, Current]:
     rows = con.execute(
         "select partition_date, publication_id, seq, rows_after, controls_after, sha256_after, extract_json, "
-        "prev_publication_id, d.fingerprint, coalesce(d.stored_as, publication_id), input_sha256, dimension_version "
+        "prev_publication_id, d.fingerprint, coalesce(d.stored_as, publication_id), input_sha256, dimension_version, "
+        "code_version, requests_applied, kind "
         "from audit.current_publications left join audit.day_versions d using (partition_date, publication_id) "
         "where partition_date between $start and $end", window.params).fetchall()
-    return {r[0].isoformat(): Current(r[0].isoformat(), r[1], r[2], r[3], json.loads(r[4]), *r[5:])
+    return {r[0].isoformat(): Current(r[0].isoformat(), r[1], r[2], r[3], json.loads(r[4]), *r[5:13],
+                                      tuple(json.loads(r[13])) if r[13] else (), r[14])
             for r in rows}
+
+
+# A ledger row's columns as a DayCandidate holds them (then the version's fingerprint), for _day_candidate.
+CANDIDATE_COLUMNS = ("p.partition_date, p.publication_id, p.rows_after, p.controls_after, p.sha256_after, "
+                     "p.extract_json, p.input_sha256, p.source_high_sequence, p.input_batches, p.as_of, "
+                     "p.dimension_version, p.dimension_batches, p.requests_applied, d.fingerprint")
+
+
+def day_candidate(r: tuple[Any, ...]) -> DayCandidate:
+    """A row of CANDIDATE_COLUMNS as the candidate that would publish it again."""
+    return DayCandidate(r[0].isoformat(), r[2], json.loads(r[3]), r[4], r[5], r[6], r[7],
+                        tuple(json.loads(r[8])) if r[8] else (), r[9], r[10],
+                        tuple(json.loads(r[11])) if r[11] else (), tuple(json.loads(r[12])) if r[12] else (), r[13])
+
+
+def current_candidates(con: duckdb.DuckDBPyConnection, days: Collection[str]) -> dict[str, DayCandidate]:
+    """The current publication of each of `days`, exactly as it was published (ledger row and fingerprint)."""
+    rows = con.execute(f"select {CANDIDATE_COLUMNS} from audit.current_publications p "
+                       "left join audit.day_versions d using (partition_date, publication_id) "
+                       "where p.partition_date in (select unnest($days::date[]))", {"days": sorted(days)}).fetchall()
+    return {r[0].isoformat(): day_candidate(r) for r in rows}
 
 
 def latest_publication_id(con: duckdb.DuckDBPyConnection) -> str | None:

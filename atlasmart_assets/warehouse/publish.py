@@ -5,7 +5,6 @@ the symlink swap."""
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from pathlib import Path
 from typing import Callable, Iterator
@@ -266,9 +265,7 @@ def restore_candidates(wh: Warehouse, scratch: Path, window: Window,
             targets = {p: now[p].prev_publication_id for p in window.keys}
         ledger.versions_table(con, "targets", targets)
         rows = con.execute(
-            "select partition_date, publication_id, rows_after, controls_after, sha256_after, extract_json, "
-            "input_sha256, source_high_sequence, input_batches, as_of, dimension_version, dimension_batches, "
-            "requests_applied, d.fingerprint from audit.publications "
+            f"select {ledger.CANDIDATE_COLUMNS} from audit.publications p "
             "join targets using (partition_date, publication_id) "
             "left join audit.day_versions d using (partition_date, publication_id)"
         ).fetchall()
@@ -295,9 +292,5 @@ def restore_candidates(wh: Warehouse, scratch: Path, window: Window,
                       "using (partition_date, publication_id)) using (partition_date, version)" if layer.store else
                       f"{layer.history} h join targets using (partition_date, publication_id)")
             con.execute(f"create or replace table s.{layer.candidate} as select {cols} from {source}")
-        after = {p: DayCandidate(p, r[2], json.loads(r[3]), r[4], r[5], r[6], r[7],
-                                 tuple(json.loads(r[8])) if r[8] else (), r[9], r[10],
-                                 tuple(json.loads(r[11])) if r[11] else (), tuple(json.loads(r[12])) if r[12] else (),
-                                 r[13])
-                 for p, r in found.items()}
+        after = {p: ledger.day_candidate(r) for p, r in found.items()}
         return after, targets, now

@@ -1,0 +1,190 @@
+"""A correction builds only the days whose inputs changed: a day whose current version this release built from the
+same landing batches and customer dimension, with no deletion request naming its evidence, and whose published rows
+are still what its ledger row says, publishes that version again as it is. Whatever a day keeps, the result is the
+one a build of every day gives (atlasmart/rederive)."""
+
+import datetime as dt
+import json
+
+import pytest
+
+from atlasmart_assets import correction, extracts, generate, unchanged
+from atlasmart_assets.candidates import Evidence
+from atlasmart_assets.lab import run_chain
+from atlasmart_assets.resources import Warehouse
+from atlasmart_assets.warehouse.ledger import Current
+from atlasmart_tests import state
+
+WINDOW = ("2026-09-01", "2026-09-10")
+DAYS = [f"2026-09-{d:02d}" for d in range(1, 11)]
+BF = {"dagster/backfill": "bf-kept", "atlasmart/reason": "kept days"}
+REDERIVE = {"dagster/backfill": "bf-rederive", "atlasmart/reason": "rebuild all", "atlasmart/rederive": "check"}
+
+
+def _build_line(instance, result) -> str:  # noqa: ANN001
+    [line] = [e.user_message for e in instance.all_logs(result.run_id) if "] build:" in (e.user_message or "")]
+    return line
+
+
+def _run(instance, tags: dict[str, str]):  # noqa: ANN001, ANN202
+    result = run_chain(instance, *WINDOW, tags)
+    assert result.success, state.failure_text(result)
+    return result
+
+
+def _ledger(env, day: str) -> list[tuple]:  # noqa: ANN001
+    return state.table_rows(env, "(select partition_date::varchar as d, seq, changed, sha256_after from "
+                                 "audit.publications)", f"d = '{day}'")
+
+
+def test_a_late_batch_builds_its_day_only_and_gives_what_building_every_day_gives(env, instance) -> None:
+    _run(instance, BF)
+    generate.late_delta(env.raw_dir, dt.date(2026, 9, 4), "B-2026-09-04-02", new=2, restate=1, retract=1)
+    late = _run(instance, {**BF, "dagster/backfill": "bf-late"})
+    line = _build_line(instance, late)
+    assert "candidates for 1 day(s) of 10, 1 with new evidence; 9 kept as published" in line, line
+    kept = state.content(env)
+    # Every kept day has a new ledger row, unchanged, with the hash of the one before it.
+    for day in DAYS:
+        rows = sorted(_ledger(env, day), key=lambda r: r[1])
+        assert len(rows) == 2 and rows[-1][2] == (day == "2026-09-04"), (day, rows)
+        assert (rows[-1][3] == rows[0][3]) == (day != "2026-09-04"), day
+
+    again = _run(instance, REDERIVE)
+    assert "candidates for 10 day(s) of 10" in _build_line(instance, again)
+    assert "every day built again (atlasmart/rederive)" in _build_line(instance, again)
+    assert state.content(env) == kept, "building every day gives what keeping nine of them gave"
+
+
+def test_a_day_whose_published_rows_differ_from_its_ledger_is_built_again(env, instance) -> None:
+    _run(instance, BF)
+    before = state.content(env)
+    with Warehouse().writer() as con:
+        # Behind the ledger's back: one stored staged line (so the published fact too) and one mart row.
+        con.execute("update versions.staged_order_lines set quantity = quantity + 1 where rowid = "
+                    "(select min(rowid) from versions.staged_order_lines where partition_date = '2026-09-03')")
+        con.execute("update mart.revenue_daily set gmv = gmv + 1 where partition_date = '2026-09-07' and rowid = "
+                    "(select min(rowid) from mart.revenue_daily where partition_date = '2026-09-07')")
+    assert state.content(env) != before
+    repaired = _run(instance, {**BF, "dagster/backfill": "bf-repair"})
+    line = _build_line(instance, repaired)
+    assert "candidates for 2 day(s) of 10" in line and "8 kept as published" in line, line
+    assert "differing from their ledger: 2026-09-03, 2026-09-07" in line, line
+    assert state.content(env) == before, "built again from the evidence, the two days are what they were"
+
+
+def test_a_built_day_repeating_a_line_id_of_a_kept_day_is_refused(env, instance) -> None:
+    _run(instance, BF)
+    published = state.snapshot(env)
+    other = json.loads((env.raw_dir / "partition=2026-09-05.json").read_text())["lines"][0]
+    day = dt.date(2026, 9, 4)
+    high = max(b.source_high_sequence for b in generate.read_batches(env.raw_dir, day))
+    generate.write_batch(env.raw_dir, day, "B-2026-09-04-02", [
+        {**other, "event_time": "2026-09-04T12:00:00Z", "order_id": "2026-09-04-OREPEAT", "source_sequence": high + 1}])
+    result = run_chain(instance, *WINDOW, {**BF, "dagster/backfill": "bf-repeat"})
+    assert not result.success
+    assert "9 kept as published" in _build_line(instance, result)
+    [audit] = [e for e in result.get_asset_check_evaluations()
+               if e.check_name == "fct_order_lines_line_id_unique_across_days"]
+    assert not audit.passed and other["line_id"] in audit.description, audit.description
+    assert state.snapshot(env) == published, "refused: nothing moved"
+
+
+def test_a_deletion_request_builds_the_days_holding_its_subject(env, instance) -> None:
+    _run(instance, BF)
+    lines = {d: json.loads((env.raw_dir / f"partition={d}.json").read_text())["lines"] for d in DAYS}
+    subject = lines["2026-09-03"][0]["customer_id"]
+    holding = [d for d in DAYS if any(x["customer_id"] == subject for x in lines[d])]
+    assert 0 < len(holding) < len(DAYS)
+    (env.raw_dir / "deletions").mkdir()
+    (env.raw_dir / "deletions" / "DR-0100.json").write_text(json.dumps(
+        {"request_id": "DR-0100", "requested_at": "2026-09-25T10:00:00Z", "reason": "erasure request",
+         "customer_id": subject}))
+    applied = _run(instance, {**BF, "dagster/backfill": "bf-erase"})
+    line = _build_line(instance, applied)
+    assert f"candidates for {len(holding)} day(s) of 10" in line, (holding, line)
+    assert state.table_rows(env, "fact.fct_order_lines", f"customer_id = '{subject}'") == []
+    for day in holding:
+        assert extracts.read(env, day)["input"]["requests_applied"] == ["DR-0100"], day
+    # Applied, the request keeps those days built (their current version applied one), and nothing moves.
+    content = state.content(env)
+    again = _run(instance, {**BF, "dagster/backfill": "bf-erase-again"})
+    assert f"candidates for {len(holding)} day(s) of 10" in _build_line(instance, again)
+    assert state.content(env) == content
+
+
+def test_a_new_dimension_version_or_release_builds_every_day(env, instance, monkeypatch) -> None:
+    _run(instance, BF)
+    customers = json.loads((env.raw_dir / "customers.json").read_text())["customers"]
+    first = customers[0]
+    (env.raw_dir / "customers").mkdir()
+    (env.raw_dir / "customers" / "D-2026-09-25-01.json").write_text(json.dumps({"customers": [
+        {**first, "tier": "platinum" if first["tier"] != "platinum" else "gold"}]}))
+    dimension = _run(instance, {**BF, "dagster/backfill": "bf-dimension"})
+    assert "candidates for 10 day(s) of 10" in _build_line(instance, dimension)
+    monkeypatch.setattr(correction, "CODE_VERSION", "9.9.9+another-release")
+    release = _run(instance, {**BF, "dagster/backfill": "bf-release"})
+    assert "candidates for 10 day(s) of 10" in _build_line(instance, release)
+
+
+def test_a_rolled_back_day_is_built_again_by_the_next_correction(env, instance, monkeypatch) -> None:
+    """The version a rollback restores may come from another release (the rollback's ledger row names its own):
+    the next correction builds the day with this release, as it would have without the rollback."""
+    from atlasmart_assets import cli
+
+    release = correction.CODE_VERSION
+    monkeypatch.setattr(correction, "CODE_VERSION", "0.1.0+an-earlier-release")
+    _run(instance, BF)
+    monkeypatch.setattr(correction, "CODE_VERSION", release)
+    rebuilt = _run(instance, {**BF, "dagster/backfill": "bf-this-release"})
+    assert "candidates for 10 day(s) of 10" in _build_line(instance, rebuilt), "another release built them"
+    assert cli.main(["rollback", "--from", "2026-09-03", "--to", "2026-09-04", "--reason", "undo"]) == 0
+    again = _run(instance, {**BF, "dagster/backfill": "bf-after-rollback"})
+    line = _build_line(instance, again)
+    assert "candidates for 2 day(s) of 10" in line and "8 kept as published" in line, line
+
+
+def _current(day: str, **changes) -> Current:  # noqa: ANN003
+    base = {"fingerprint": "duckdb x: 1 lines, hash sum 1", "stored_as": "pub-1", "input_sha256": None,
+            "dimension_version": "dim-1", "code_version": "code-1", "requests_applied": (), "kind": "publish"}
+    return Current(day, "pub-1", 1, 1, [1, 1, 1, 1, 1, 0], "0" * 64, "{}", None, **{**base, **changes})
+
+
+@pytest.mark.parametrize("change, kept", [
+    ({}, True),
+    ({"code_version": "code-0"}, False),
+    ({"dimension_version": "dim-0"}, False),
+    ({"input_sha256": "another batch set"}, False),
+    ({"requests_applied": ("DR-1",)}, False),
+    ({"fingerprint": None}, False),
+    ({"stored_as": None}, False),
+    ({"kind": "rollback"}, False),
+])
+def test_a_day_is_kept_only_when_every_input_is_the_one_its_version_read(change, kept) -> None:
+    ev = Evidence(({"batch": "B-1", "sha256": "a" * 64, "source_high_sequence": 1, "kind": "snapshot",
+                    "extracted_at": None},), [1, 1, 1, 1, 1, 0])
+    now = _current("2026-09-01", **{"input_sha256": ev.digest, **change})
+    assert unchanged.eligible({"2026-09-01": now}, {"2026-09-01": ev}, "dim-1", "code-1", set(),
+                              ["2026-09-01"]) == (["2026-09-01"] if kept else [])
+    assert unchanged.eligible({"2026-09-01": now}, {"2026-09-01": ev}, "dim-1", "code-1", {"2026-09-01"},
+                              ["2026-09-01"]) == [], "a deletion request names a record of the day"
+    assert unchanged.eligible({}, {"2026-09-01": ev}, "dim-1", "code-1", set(), ["2026-09-01"]) == [], \
+        "never published"
+
+
+def test_a_kept_day_the_publish_would_not_point_at_its_stored_rows_publishes_nothing(env, instance,
+                                                                                    monkeypatch) -> None:
+    _run(instance, BF)
+    published = state.snapshot(env)
+    from atlasmart_assets.warehouse import ledger
+
+    monkeypatch.setattr(ledger, "reused", lambda before, after: {})  # as if no day's stored rows could be read
+    result = run_chain(instance, *WINDOW, {**BF, "dagster/backfill": "bf-unstored"})
+    assert not result.success
+    [failure] = result.get_step_failure_events()
+    error, causes = failure.step_failure_data.error, []
+    while error is not None:
+        causes.append(error.message)
+        error = error.cause
+    assert any("kept as published but the publish would not read" in c for c in causes), causes
+    assert state.snapshot(env) == published, "no kept day was published empty"
