@@ -252,12 +252,12 @@ def _build(wh: Warehouse, scope: RunScope, threads: int | None, ref: reference.R
 def _keep(wh: Warehouse, scope: RunScope, current: dict[str, Current], evidence: dict[str, candidates.Evidence],
           requested: set[str], ref: reference.Reference, stats: LockStats, give_way: GiveWay | None,
           adjusting: bool) -> unchanged.Kept:
-    """The days published again as they are (unchanged.py); none when the run re-derives every day (its tag) or a
-    test adjusts the staged candidate."""
-    if adjusting or scope.run.rederive:
-        return unchanged.Kept()
-    days = unchanged.eligible(current, evidence, ref.dimension_version, CODE_VERSION, requested, scope.window.keys)
-    return unchanged.verify(wh, scope.run.run_id, scope.window, days, stats, give_way)
+    """The days published again as they are (unchanged.py), and the days whose published rows differ from their
+    ledger; none is kept when the run re-derives every day (its tag) or a test adjusts the staged candidate."""
+    rebuild = adjusting or bool(scope.run.rederive)
+    days = [] if rebuild else unchanged.eligible(current, evidence, ref.dimension_version, CODE_VERSION, requested,
+                                                 scope.window.keys)
+    return unchanged.verify(wh, scope.run.run_id, scope.window, current, days, stats, give_way)
 
 
 def _audit_candidates(wh: Warehouse, scope: RunScope, threads: int | None, current: dict[str, Current],
@@ -294,7 +294,7 @@ def _build_line(scope: RunScope, built: list[str], new: list[str], kept: unchang
     """The run log's build line: how many days were built, how many kept as published, and why."""
     line = f"candidates for {len(built)} day(s) of {len(scope.window.keys)}, {len(new)} with new evidence"
     if scope.run.rederive:
-        return line + "; every day built again (atlasmart/rederive)"
+        line += "; every day built again (atlasmart/rederive)"
     if kept.days:
         line += (f"; {len(kept.days)} kept as published (same evidence, dimension and release, no deletion "
                  "request, published rows as their ledger says)")
@@ -350,6 +350,11 @@ def correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool],
             con.close()
         found, days, staged = scratch_work.run(lambda: _audit_candidates(
             wh, scope, threads, current, evidence, repeats, ref, built, kept))
+        if kept.days:
+            # In the UI a check over kept days alone would read as an audit of them: say they were not built.
+            note = f" ({len(kept.days)} day(s) kept as published, not built again: audited when published)"
+            found = [replace(a, description=a.description + note)
+                     if a.check in CHECKS and a.check != reference.REFERENCE_VALID else a for a in found]
         outcome = Outcome(found, days, None, staged, stats)
         # The commit, extracts and notices are about a seventh of a first load's publish (a year's re-publish of
         # unchanged days published in 2 s, its first load in 14 s); the rest is writing the days that changed.

@@ -118,7 +118,7 @@ def _profile(wh: Warehouse, scope: RunScope, threads: int | None, files: list[Ra
         con.close()
 
 
-def _chunks(wh: Warehouse, days: list[str], stats: LockStats, give_way: GiveWay | None) -> Iterator[list[str]]:
+def day_chunks(wh: Warehouse, days: list[str], stats: LockStats, give_way: GiveWay | None) -> Iterator[list[str]]:
     """`days` a chunk at a time, as a long read or write of the raw step takes them: a backfill's waits before each
     chunk while today's load runs (when there is more than one chunk), and from the second on the processes that
     announced they wait on the lock go first."""
@@ -148,7 +148,7 @@ def read_back(wh: Warehouse, run_id: str, days: list[str], stats: LockStats, giv
         def hold() -> contextlib.AbstractContextManager[duckdb.DuckDBPyConnection]:
             return attached_hold(con, wh.settings.warehouse_path, "w", wh.settings.lock_timeout_s, stats)
 
-        for part in _chunks(wh, days, stats, give_way):
+        for part in day_chunks(wh, days, stats, give_way):
             span = Window.of(part[0], part[-1])
             preemptible_hold(hold, wh.settings.warehouse_path,
                              lambda con, span=span: con.execute(sql.text("raw_lines_loaded"), span.params), stats,
@@ -203,7 +203,7 @@ def load(wh: Warehouse, scope: RunScope, threads: int | None = None,
     days, step = sorted({f.partition for f in to_load}), wh.settings.chunk_days
     long_write = len(days) > step  # one chunk is one short hold, like a one-chunk publish: nothing to give way to
     chunks = -(-len(days) // step)
-    for k, part in enumerate(_chunks(wh, days, stats, give_way), start=1):
+    for k, part in enumerate(day_chunks(wh, days, stats, give_way), start=1):
         chunk = set(part)
         _append(wh, run_id, [f for f in to_load if f.partition in chunk], stats, give_way if long_write else None)
         if long_write:

@@ -52,7 +52,8 @@ class RunInfo:
             value = (tags.get(key) or "").strip()
             return value or None
 
-        named = {BACKFILL_TAG, REASON_TAG, FENCE_OVERRIDE_TAG, ACCEPT_SHRINK_TAG, REDERIVE_TAG, LANE_TAG, *USER_TAGS}
+        # atlasmart/rederive stays among the operator's own tags: the change notice lists it with its reason.
+        named = {BACKFILL_TAG, REASON_TAG, FENCE_OVERRIDE_TAG, ACCEPT_SHRINK_TAG, LANE_TAG, *USER_TAGS}
         own = tuple(sorted((k, v) for k, v in tags.items()
                            if k not in named and not k.startswith(("dagster/", ".dagster/"))))
         return cls(run_id, text(BACKFILL_TAG), text(REASON_TAG), text(FENCE_OVERRIDE_TAG), text(ACCEPT_SHRINK_TAG),

@@ -6,6 +6,7 @@ line written); every other day of the window is built and audited."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, field
 from typing import Collection
@@ -13,37 +14,44 @@ from typing import Collection
 import duckdb
 import pandas as pd
 
-from atlasmart_assets import candidates, sql
+from atlasmart_assets import candidates, raw_load, sql
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.warehouse import ledger
-from atlasmart_assets.warehouse.connection import GiveWay, LockStats, attach
+from atlasmart_assets.warehouse.connection import GiveWay, LockStats, attached_hold, preemptible_hold
 from atlasmart_assets.warehouse.ledger import Current, DayCandidate
 from atlasmart_assets.window import Window
 
 
 @dataclass(frozen=True)
 class Kept:
-    """The days published again as they are: what each publishes (its current ledger row), its staged figures
-    (rows, unresolved_customers), and the days that qualified by their inputs but whose published rows differ from
-    their ledger row (they are built again, which repairs them)."""
+    """The days published again as they are: what each publishes (its current ledger row) and its staged figures
+    (rows, unresolved_customers); and the days whose published rows differ from their ledger row (a changed stored
+    line, a changed mart row). Those are built, and their lines written afresh rather than pointed at again."""
 
     days: dict[str, DayCandidate] = field(default_factory=dict)
     staged: dict[str, dict[str, int]] = field(default_factory=dict)
     differ: tuple[str, ...] = ()
 
 
+def _this_release(fingerprint: str | None) -> bool:
+    """A fingerprint this DuckDB release computes the same way (candidates.fingerprint names its release)."""
+    return bool(fingerprint) and str(fingerprint).startswith(f"duckdb {duckdb.__version__}:")
+
+
 def eligible(current: dict[str, Current], evidence: dict[str, candidates.Evidence], dimension_version: str | None,
              code_version: str, requested: Collection[str], keys: Collection[str]) -> list[str]:
     """The days of `keys` whose current version read what a build now would: the same landing batches (ordered
     sha256s), customer dimension version and release, no deletion request applied then and none naming a record
-    of the day now (`requested`), and rows stored with a fingerprint to check them by. A rolled-back day is never
-    kept: the version it restored may have been built by another release than the rollback's."""
+    of the day now (`requested`), and rows stored with a fingerprint of this DuckDB release to check them by. A
+    rolled-back day is never kept: the version it restored may have been built by another release than the
+    rollback's."""
     out = []
     for day in sorted(keys):
         now, ev = current.get(day), evidence.get(day)
-        if (now is not None and ev is not None and now.fingerprint and now.stored_as and now.kind == "publish"
-                and now.code_version == code_version and now.dimension_version == dimension_version
-                and now.input_sha256 == ev.digest and not now.requests_applied and day not in requested):
+        if (now is not None and ev is not None and _this_release(now.fingerprint) and now.stored_as
+                and now.kind == "publish" and now.code_version == code_version
+                and now.dimension_version == dimension_version and now.input_sha256 == ev.digest
+                and not now.requests_applied and day not in requested):
             out.append(day)
     return out
 
@@ -61,35 +69,58 @@ def requested_days(con: duckdb.DuckDBPyConnection, deletion_keys: pd.DataFrame, 
     return {r[0].isoformat() for r in rows}
 
 
-def verify(wh: Warehouse, run_id: str, window: Window, days: list[str], stats: LockStats,
-           give_way: GiveWay | None) -> Kept:
-    """One short read of the warehouse: the current ledger rows of `days`, their published staged lines' figures
-    (a year's took 0.4 s) and their mart rows, copied into the run's scratch (candidate.kept_revenue_daily, which the
-    build adds to its mart candidate). A day is kept if its published lines have the fingerprint and count its
-    ledger row recorded and its mart rows are its extract's."""
-    if not days:
+def verify(wh: Warehouse, run_id: str, window: Window, current: dict[str, Current], keep: list[str],
+           stats: LockStats, give_way: GiveWay | None) -> Kept:
+    """Checks the published rows of every day of the window whose current version has a fingerprint of this DuckDB
+    release against it (line count and fingerprint of its published staged lines), and those of the days in `keep`
+    also against their extract (mart rows); keeps the days of `keep` that pass. Short reads: the ledger rows of the
+    very publications `current` names, then a chunk of days per read (held as a backfill's read-back is: it gives
+    way before each chunk, and a chunk under way is given up to a process waiting on the lock or to today's load
+    starting) into the run's scratch (candidate.kept_figures; candidate.kept_revenue_daily, which the build adds to
+    its mart candidate). A year's figures took 0.4 s."""
+    checked = sorted(d for d, c in current.items() if d in set(window.keys) and _this_release(c.fingerprint))
+    if not checked:
         return Kept()
-    if give_way is not None:
-        stats.gave_way.append(give_way())
-    with wh.reader(stats=stats) as con:
-        found = ledger.current_candidates(con, days)
-        figures = candidates.controls(con, "staged.order_lines", window, kind="staged")
-        attach(con, wh.scratch_path(run_id), "s")
-        cols = ", ".join(ledger.MART_COLUMNS)
-        con.execute(f"create or replace table s.candidate.kept_revenue_daily as select {cols} from mart.revenue_daily "
-                    "where partition_date between $start and $end and partition_date in (select unnest($days::date[]))",
-                    {**window.params, "days": days})
-        mart = candidates.mart_rows(con, "s.candidate.kept_revenue_daily", window)
-        con.execute("detach s")
-    kept, differ = {}, []
-    for day in days:
-        cand, fig = found.get(day), figures.get(day)
-        if (cand is not None and fig is not None and cand.fingerprint == candidates.fingerprint(fig)
-                and int(fig["lines"]) == cand.rows and mart.get(day) == json.loads(cand.extract_json).get("rows")):
-            kept[day] = cand
-        else:
-            differ.append(day)
-    staged = {d: {"rows": int(figures[d]["lines"]), "unresolved_customers": int(figures[d]["unresolved_customers"])}
-              for d in kept}
-    return Kept(kept, staged, tuple(differ))
+    with wh.reader(stats=stats) as rcon:
+        found = ledger.publication_candidates(rcon, {d: current[d].publication_id for d in keep})
+    cols = ", ".join(ledger.MART_COLUMNS)
+    staged = sql.text("staged_controls").format(staged="w.staged.order_lines")
+    long_read = give_way is not None and len(checked) > wh.settings.chunk_days
+    con = wh.open_scratch(run_id)
+    try:
+        def hold() -> contextlib.AbstractContextManager[duckdb.DuckDBPyConnection]:
+            return attached_hold(con, wh.settings.warehouse_path, "w", wh.settings.lock_timeout_s, stats)
 
+        for k, part in enumerate(raw_load.day_chunks(wh, checked, stats, give_way)):
+            def read(con: duckdb.DuckDBPyConnection, part: list[str] = part, into: str = (
+                    "create or replace table {} as" if k == 0 else "insert into {}")) -> None:
+                params = {**Window.of(part[0], part[-1]).params, "days": part}
+                con.execute(f"{into.format('candidate.kept_figures')} select * from ({staged}) "
+                            "where partition_date in (select unnest($days::date[]))", params)
+                con.execute(f"{into.format('candidate.kept_revenue_daily')} select {cols} from w.mart.revenue_daily "
+                            "where partition_date between $start and $end "
+                            "and partition_date in (select unnest($days::date[]))", {**params, "days": sorted(
+                                set(part) & set(keep))})
+
+            preemptible_hold(hold, wh.settings.warehouse_path, read, stats, give_way if long_read else None,
+                             preemptible=long_read)
+        cur = con.execute("select * from candidate.kept_figures")
+        names = [d[0] for d in cur.description][1:]
+        figures = {r[0].isoformat(): {n: candidates.number(v) for n, v in zip(names, r[1:])} for r in cur.fetchall()}
+        mart = candidates.mart_rows(con, "candidate.kept_revenue_daily", window)
+    finally:
+        con.close()
+    differ = [d for d in checked if d not in figures or current[d].fingerprint != candidates.fingerprint(figures[d])
+              or int(figures[d]["lines"]) != current[d].rows]
+    kept = {}
+    for day in keep:
+        cand = found.get(day)
+        if day in differ or cand is None:
+            continue
+        if mart.get(day) != json.loads(cand.extract_json).get("rows"):
+            differ.append(day)
+        else:
+            kept[day] = cand
+    staged_figures = {d: {"rows": int(figures[d]["lines"]),
+                          "unresolved_customers": int(figures[d]["unresolved_customers"])} for d in kept}
+    return Kept(kept, staged_figures, tuple(sorted(differ)))

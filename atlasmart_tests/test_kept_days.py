@@ -6,6 +6,7 @@ one a build of every day gives (atlasmart/rederive)."""
 import datetime as dt
 import json
 
+import duckdb
 import pytest
 
 from atlasmart_assets import correction, extracts, generate, unchanged
@@ -43,6 +44,9 @@ def test_a_late_batch_builds_its_day_only_and_gives_what_building_every_day_give
     late = _run(instance, {**BF, "dagster/backfill": "bf-late"})
     line = _build_line(instance, late)
     assert "candidates for 1 day(s) of 10, 1 with new evidence; 9 kept as published" in line, line
+    [unique] = [e for e in late.get_asset_check_evaluations()
+                if e.check_name == "fct_order_lines_candidate_line_id_unique"]
+    assert "9 day(s) kept as published, not built again" in unique.description, unique.description
     kept = state.content(env)
     # Every kept day has a new ledger row, unchanged, with the hash of the one before it.
     for day in DAYS:
@@ -53,10 +57,13 @@ def test_a_late_batch_builds_its_day_only_and_gives_what_building_every_day_give
     again = _run(instance, REDERIVE)
     assert "candidates for 10 day(s) of 10" in _build_line(instance, again)
     assert "every day built again (atlasmart/rederive)" in _build_line(instance, again)
+    notices = "".join(p.read_text() for p in env.notices_dir.glob("*.md"))
+    assert "atlasmart/rederive=check" in notices, "the change notice says why every day was built"
     assert state.content(env) == kept, "building every day gives what keeping nine of them gave"
 
 
-def test_a_day_whose_published_rows_differ_from_its_ledger_is_built_again(env, instance) -> None:
+@pytest.mark.parametrize("rederive", [False, True])
+def test_a_day_whose_published_rows_differ_from_its_ledger_is_built_again(env, instance, rederive) -> None:
     _run(instance, BF)
     before = state.content(env)
     with Warehouse().writer() as con:
@@ -66,10 +73,13 @@ def test_a_day_whose_published_rows_differ_from_its_ledger_is_built_again(env, i
         con.execute("update mart.revenue_daily set gmv = gmv + 1 where partition_date = '2026-09-07' and rowid = "
                     "(select min(rowid) from mart.revenue_daily where partition_date = '2026-09-07')")
     assert state.content(env) != before
-    repaired = _run(instance, {**BF, "dagster/backfill": "bf-repair"})
+    repaired = _run(instance, {**(REDERIVE if rederive else BF), "dagster/backfill": "bf-repair"})
     line = _build_line(instance, repaired)
-    assert "candidates for 2 day(s) of 10" in line and "8 kept as published" in line, line
-    assert "differing from their ledger: 2026-09-03, 2026-09-07" in line, line
+    if rederive:
+        assert "candidates for 10 day(s) of 10" in line and "differing from their ledger: 2026-09-03" in line, line
+    else:
+        assert "candidates for 2 day(s) of 10" in line and "8 kept as published" in line, line
+        assert "differing from their ledger: 2026-09-03, 2026-09-07" in line, line
     assert state.content(env) == before, "built again from the evidence, the two days are what they were"
 
 
@@ -145,7 +155,7 @@ def test_a_rolled_back_day_is_built_again_by_the_next_correction(env, instance, 
 
 
 def _current(day: str, **changes) -> Current:  # noqa: ANN003
-    base = {"fingerprint": "duckdb x: 1 lines, hash sum 1", "stored_as": "pub-1", "input_sha256": None,
+    base = {"fingerprint": f"duckdb {duckdb.__version__}: 1 lines, hash sum 1", "stored_as": "pub-1", "input_sha256": None,
             "dimension_version": "dim-1", "code_version": "code-1", "requests_applied": (), "kind": "publish"}
     return Current(day, "pub-1", 1, 1, [1, 1, 1, 1, 1, 0], "0" * 64, "{}", None, **{**base, **changes})
 
@@ -159,6 +169,7 @@ def _current(day: str, **changes) -> Current:  # noqa: ANN003
     ({"fingerprint": None}, False),
     ({"stored_as": None}, False),
     ({"kind": "rollback"}, False),
+    ({"fingerprint": "duckdb 0.0.1: 1 lines, hash sum 1"}, False),
 ])
 def test_a_day_is_kept_only_when_every_input_is_the_one_its_version_read(change, kept) -> None:
     ev = Evidence(({"batch": "B-1", "sha256": "a" * 64, "source_high_sequence": 1, "kind": "snapshot",

@@ -136,11 +136,14 @@ def day_candidate(r: tuple[Any, ...]) -> DayCandidate:
                         tuple(json.loads(r[11])) if r[11] else (), tuple(json.loads(r[12])) if r[12] else (), r[13])
 
 
-def current_candidates(con: duckdb.DuckDBPyConnection, days: Collection[str]) -> dict[str, DayCandidate]:
-    """The current publication of each of `days`, exactly as it was published (ledger row and fingerprint)."""
-    rows = con.execute(f"select {CANDIDATE_COLUMNS} from audit.current_publications p "
-                       "left join audit.day_versions d using (partition_date, publication_id) "
-                       "where p.partition_date in (select unnest($days::date[]))", {"days": sorted(days)}).fetchall()
+def publication_candidates(con: duckdb.DuckDBPyConnection, versions: dict[str, str]) -> dict[str, DayCandidate]:
+    """The publication `versions` names for each day, exactly as it was published (ledger row and fingerprint)."""
+    days = sorted(versions)
+    rows = con.execute(f"select {CANDIDATE_COLUMNS} from audit.publications p "
+                       "join (select unnest($days::date[]) as partition_date, unnest($pubs::varchar[]) as "
+                       "publication_id) using (partition_date, publication_id) "
+                       "left join audit.day_versions d using (partition_date, publication_id)",
+                       {"days": days, "pubs": [versions[d] for d in days]}).fetchall()
     return {r[0].isoformat(): day_candidate(r) for r in rows}
 
 
