@@ -75,13 +75,19 @@ def has_table(con: duckdb.DuckDBPyConnection, schema: str, name: str) -> bool:
 
 
 def _read_published(wh: Warehouse, scope: RunScope, stats: LockStats, need_raw: bool,
-                    give_way: GiveWay | None) -> dict[str, Current]:
-    """One short read: the current publication of the window. And if this run did not parse the raw files itself,
+                    give_way: GiveWay | None) -> tuple[dict[str, Current], dict[str, DayCandidate] | None]:
+    """One short read: the current publication of the window, and for a window of one chunk (today's load) what
+    deciding its kept days reads (unchanged.read_with_ledger). And if this run did not parse the raw files itself,
     its loaded evidence: the batches in that read, their lines a chunk of days per short read after it (a year's
     lines took 4 s in one)."""
     run_id = scope.run.run_id
+    read = None
     with wh.reader(stats=stats) as con:
         current = ledger.current(con, scope.window)
+        if len(scope.window.keys) <= wh.settings.chunk_days and unchanged.checked_days(scope.window, current):
+            attach(con, wh.scratch_path(run_id), "s")
+            read = unchanged.read_with_ledger(con, scope.window, current)
+            con.execute("detach s")
         if need_raw:
             attach(con, wh.scratch_path(run_id), "s")
             con.execute("create schema if not exists s.candidate")
@@ -98,7 +104,7 @@ def _read_published(wh: Warehouse, scope: RunScope, stats: LockStats, need_raw: 
         finally:
             con.close()
         raw_load.read_back(wh, run_id, scope.window.keys, stats, give_way)
-    return current
+    return current, read
 
 
 def _suppressed_key_counts(con: duckdb.DuckDBPyConnection, scope: RunScope) -> dict[str, int]:
@@ -251,13 +257,13 @@ def _build(wh: Warehouse, scope: RunScope, threads: int | None, ref: reference.R
 
 def _keep(wh: Warehouse, scope: RunScope, current: dict[str, Current], evidence: dict[str, candidates.Evidence],
           requested: set[str], ref: reference.Reference, stats: LockStats, give_way: GiveWay | None,
-          adjusting: bool) -> unchanged.Kept:
+          adjusting: bool, read: dict[str, DayCandidate] | None) -> unchanged.Kept:
     """The days published again as they are (unchanged.py), and the days whose published rows differ from their
     ledger; none is kept when the run re-derives every day (its tag) or a test adjusts the staged candidate."""
     rebuild = adjusting or bool(scope.run.rederive)
     days = [] if rebuild else unchanged.eligible(current, evidence, ref.dimension_version, CODE_VERSION, requested,
                                                  scope.window.keys)
-    return unchanged.verify(wh, scope.run.run_id, scope.window, current, days, stats, give_way)
+    return unchanged.verify(wh, scope.run.run_id, scope.window, current, days, stats, give_way, read)
 
 
 def _audit_candidates(wh: Warehouse, scope: RunScope, threads: int | None, current: dict[str, Current],
@@ -328,14 +334,14 @@ def correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool],
             need_raw = not has_table(con, "candidate", "raw_lines")
         finally:
             con.close()
-        current = _read_published(wh, scope, stats, need_raw, give_way)
+        current, read = _read_published(wh, scope, stats, need_raw, give_way)
         progress.done("read", f"{len(current)} published day(s) of {len(scope.window.keys)}"
                       + ("; raw evidence copied from the warehouse" if need_raw else ""))
         # The scratch work runs lowered for a backfill; the warehouse holds (the cross-day lookup, the publish)
         # are taken at the run's own priority, so today's load never waits on a lowered holder.
         scratch_work = lowered or capacity.Lowered()
         evidence, requested = scratch_work.run(lambda: _evidence(wh, scope, threads, ref, need_raw))
-        kept = _keep(wh, scope, current, evidence, requested, ref, stats, give_way, adjust_staged is not None)
+        kept = _keep(wh, scope, current, evidence, requested, ref, stats, give_way, adjust_staged is not None, read)
         built = [d for d in scope.window.keys if d not in kept.days]
         scratch_work.run(lambda: _build(wh, scope, threads, ref, built, kept, adjust_staged))
         new = _new_evidence(current, evidence, ref.dimension_version, built)

@@ -69,41 +69,68 @@ def requested_days(con: duckdb.DuckDBPyConnection, deletion_keys: pd.DataFrame, 
     return {r[0].isoformat() for r in rows}
 
 
+def checked_days(window: Window, current: dict[str, Current]) -> list[str]:
+    """The days of the window whose published rows can be checked: a fingerprint of this DuckDB release."""
+    return sorted(d for d, c in current.items() if d in set(window.keys) and _this_release(c.fingerprint))
+
+
+def copy_published(con: duckdb.DuckDBPyConnection, days: list[str], source: str, target: str, first: bool) -> None:
+    """The figures of `days`' published staged lines (staged_controls.sql) and their mart rows, from the warehouse
+    (catalog prefix `source`: "" or "w.") into the run's scratch ("" or "s."; candidate.kept_figures,
+    candidate.kept_revenue_daily); `first` replaces the tables, else rows are added. Prefixes are code's, never a
+    value's."""
+    into = "create or replace table {} as" if first else "insert into {}"
+    params = {**Window.of(days[0], days[-1]).params, "days": days}
+    staged = sql.text("staged_controls").format(staged=f"{source}staged.order_lines")
+    con.execute(f"{into.format(target + 'candidate.kept_figures')} select * from ({staged}) "
+                "where partition_date in (select unnest($days::date[]))", params)
+    con.execute(f"{into.format(target + 'candidate.kept_revenue_daily')} select {', '.join(ledger.MART_COLUMNS)} "
+                f"from {source}mart.revenue_daily where partition_date between $start and $end "
+                "and partition_date in (select unnest($days::date[]))", params)
+
+
+def read_with_ledger(con: duckdb.DuckDBPyConnection, window: Window,
+                     current: dict[str, Current]) -> dict[str, DayCandidate] | None:
+    """In the caller's short read of the warehouse (`con`, the run's scratch attached as `s`), for a window of one
+    chunk (today's load): what `verify` reads, so that it takes no hold of its own. Returns the ledger rows of the
+    checked days' current publications (None: nothing to check)."""
+    days = checked_days(window, current)
+    if not days:
+        return None
+    con.execute("create schema if not exists s.candidate")
+    copy_published(con, days, "", "s.", first=True)
+    return ledger.publication_candidates(con, {d: current[d].publication_id for d in days})
+
+
 def verify(wh: Warehouse, run_id: str, window: Window, current: dict[str, Current], keep: list[str],
-           stats: LockStats, give_way: GiveWay | None) -> Kept:
+           stats: LockStats, give_way: GiveWay | None, read: dict[str, DayCandidate] | None = None) -> Kept:
     """Checks the published rows of every day of the window whose current version has a fingerprint of this DuckDB
     release against it (line count and fingerprint of its published staged lines), and those of the days in `keep`
-    also against their extract (mart rows); keeps the days of `keep` that pass. Short reads: the ledger rows of the
-    very publications `current` names, then a chunk of days per read (held as a backfill's read-back is: it gives
-    way before each chunk, and a chunk under way is given up to a process waiting on the lock or to today's load
-    starting) into the run's scratch (candidate.kept_figures; candidate.kept_revenue_daily, which the build adds to
-    its mart candidate). A year's figures took 0.4 s."""
-    checked = sorted(d for d, c in current.items() if d in set(window.keys) and _this_release(c.fingerprint))
+    also against their extract (mart rows); keeps the days of `keep` that pass. `read`: what read_with_ledger read
+    already (today's load). Else short reads: the ledger rows of the very publications `current` names, then a
+    chunk of days per read (held as a backfill's read-back is: it gives way before each chunk, and a chunk under way
+    is given up to a process waiting on the lock or to today's load starting) into the run's scratch
+    (candidate.kept_figures; candidate.kept_revenue_daily, which the build adds to its mart candidate). A year's
+    figures took 0.4 s."""
+    checked = checked_days(window, current)
     if not checked:
         return Kept()
-    with wh.reader(stats=stats) as rcon:
-        found = ledger.publication_candidates(rcon, {d: current[d].publication_id for d in keep})
-    cols = ", ".join(ledger.MART_COLUMNS)
-    staged = sql.text("staged_controls").format(staged="w.staged.order_lines")
+    found: dict[str, DayCandidate] = {}
+    if read is not None:
+        found = {d: c for d, c in read.items() if d in set(keep)}
+    elif keep:  # a run that keeps nothing (atlasmart/rederive) needs no ledger rows: one hold fewer
+        with wh.reader(stats=stats) as rcon:
+            found = ledger.publication_candidates(rcon, {d: current[d].publication_id for d in keep})
     long_read = give_way is not None and len(checked) > wh.settings.chunk_days
     con = wh.open_scratch(run_id)
     try:
         def hold() -> contextlib.AbstractContextManager[duckdb.DuckDBPyConnection]:
             return attached_hold(con, wh.settings.warehouse_path, "w", wh.settings.lock_timeout_s, stats)
 
-        for k, part in enumerate(raw_load.day_chunks(wh, checked, stats, give_way)):
-            def read(con: duckdb.DuckDBPyConnection, part: list[str] = part, into: str = (
-                    "create or replace table {} as" if k == 0 else "insert into {}")) -> None:
-                params = {**Window.of(part[0], part[-1]).params, "days": part}
-                con.execute(f"{into.format('candidate.kept_figures')} select * from ({staged}) "
-                            "where partition_date in (select unnest($days::date[]))", params)
-                con.execute(f"{into.format('candidate.kept_revenue_daily')} select {cols} from w.mart.revenue_daily "
-                            "where partition_date between $start and $end "
-                            "and partition_date in (select unnest($days::date[]))", {**params, "days": sorted(
-                                set(part) & set(keep))})
-
-            preemptible_hold(hold, wh.settings.warehouse_path, read, stats, give_way if long_read else None,
-                             preemptible=long_read)
+        for k, part in enumerate(raw_load.day_chunks(wh, checked, stats, give_way) if read is None else []):
+            preemptible_hold(hold, wh.settings.warehouse_path,
+                             lambda con, part=part, first=k == 0: copy_published(con, part, "w.", "", first),
+                             stats, give_way if long_read else None, preemptible=long_read)
         cur = con.execute("select * from candidate.kept_figures")
         names = [d[0] for d in cur.description][1:]
         figures = {r[0].isoformat(): {n: candidates.number(v) for n, v in zip(names, r[1:])} for r in cur.fetchall()}

@@ -199,3 +199,21 @@ def test_a_kept_day_the_publish_would_not_point_at_its_stored_rows_publishes_not
         error = error.cause
     assert any("kept as published but the publish would not read" in c for c in causes), causes
     assert state.snapshot(env) == published, "no kept day was published empty"
+
+
+def test_a_one_day_run_decides_in_its_first_read_and_repairs_a_changed_day(env, instance) -> None:
+    """Today's load (a window of one chunk) reads what the decision needs in the read it takes anyway."""
+    newest = "2026-09-21"
+    assert run_chain(instance, newest).success
+    content = state.content(env)
+    again = run_chain(instance, newest)
+    assert again.success and "candidates for 0 day(s) of 1, 0 with new evidence; 1 kept as published" in \
+        _build_line(instance, again)
+    assert state.content(env) == content
+    with Warehouse().writer() as con:
+        con.execute("update versions.staged_order_lines set unit_cost = unit_cost + 1 where rowid = "
+                    f"(select max(rowid) from versions.staged_order_lines where partition_date = '{newest}')")
+    repaired = run_chain(instance, newest)
+    line = _build_line(instance, repaired)
+    assert repaired.success and "candidates for 1 day(s) of 1" in line and f"ledger: {newest}" in line, line
+    assert state.content(env) == content
