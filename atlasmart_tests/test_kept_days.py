@@ -40,6 +40,10 @@ def _ledger(env, day: str) -> list[tuple]:  # noqa: ANN001
 
 def test_a_late_batch_builds_its_day_only_and_gives_what_building_every_day_gives(env, instance) -> None:
     _run(instance, BF)
+    # The ledger rows are written in one statement from a frame: a first publication's "before" is NULL, not NaN.
+    assert state.table_rows(env, "(select count(*) from audit.publications where rows_before is null and "
+                                 "prev_publication_id is null and controls_before is null and source_high_sequence "
+                                 "is not null and changed)") == [(10,)]
     generate.late_delta(env.raw_dir, dt.date(2026, 9, 4), "B-2026-09-04-02", new=2, restate=1, retract=1)
     late = _run(instance, {**BF, "dagster/backfill": "bf-late"})
     line = _build_line(instance, late)
