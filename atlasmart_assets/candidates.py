@@ -82,8 +82,9 @@ def build_staged(con: duckdb.DuckDBPyConnection, customers: pd.DataFrame, deleti
     """candidate.staged_order_lines for `days` of the window (default: all of them): the merged evidence less
     what deletion requests suppress, joined to the customer dimension in force (SCD2, version valid at order
     time). The days built are left in candidate.build_days."""
+    built = [dt.date.fromisoformat(d) for d in sorted(window.keys if days is None else days)]
     con.execute("create or replace table candidate.build_days as select unnest($days::date[]) as partition_date",
-                {"days": sorted(window.keys if days is None else days)})
+                {"days": built})
     con.register("customers_in_force", customers)
     con.register("deletion_keys_in_force", deletion_keys)
     try:
@@ -97,9 +98,13 @@ def build_staged(con: duckdb.DuckDBPyConnection, customers: pd.DataFrame, deleti
     finally:
         con.unregister("customers_in_force")
         con.unregister("deletion_keys_in_force")
-    con.execute(f"create or replace table candidate.suppressed_lines as {sql.text('suppressed_lines')}", window.params)
-    con.execute(f"create or replace table candidate.staged_order_lines as {sql.text('staged_order_lines')}",
-                window.params)
+    # Building every day, the queries read the window as they always did: a filter on the merged lines changes
+    # DuckDB's plan (a 120-day first load peaked at 1,177 MiB with it, 975 MiB without).
+    every = len(built) == len(window.keys)
+    days_filter = "true" if every else "list_contains($days, merged.partition_date)"
+    params = window.params if every else {**window.params, "days": built}
+    for name in ("suppressed_lines", "staged_order_lines"):
+        con.execute(f"create or replace table candidate.{name} as {sql.text(name).format(days=days_filter)}", params)
 
 
 def suppressed(con: duckdb.DuckDBPyConnection, window: Window) -> dict[str, dict[str, Any]]:

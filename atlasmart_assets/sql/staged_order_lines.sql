@@ -1,11 +1,11 @@
 -- One row per line id and day of the merged evidence (candidate.merged_lines) less the lines deletion requests
--- suppress, joined to the customer version valid at order time; for the days the run builds (candidate.build_days).
+-- suppress, joined to the customer version valid at order time. {days} is `true` when the run builds every day of
+-- the window, else a filter to the days it builds (chosen by code, never a value: see candidates.build_staged).
 with latest as (
     select merged.*
     from candidate.merged_lines as merged
-    semi join candidate.build_days using (partition_date)
     anti join candidate.suppressed_lines using (partition_date, line_id)
-    where merged.partition_date between $start and $end
+    where merged.partition_date between $start and $end and {days}
 ),
 
 customers as (

@@ -1,10 +1,9 @@
 -- Lines of the merged evidence that a deletion request suppresses (its customer, or its line ids), with the
 -- request that suppresses each: they never reach staged, fact, mart or the extracts. For the days the run builds
--- (candidate.build_days).
+-- ({days}: see staged_order_lines.sql).
 with merged as (
-    select * from candidate.merged_lines
-    semi join candidate.build_days using (partition_date)
-    where partition_date between $start and $end
+    select * from candidate.merged_lines as merged
+    where partition_date between $start and $end and {days}
 ),
 
 deletion_keys as (
