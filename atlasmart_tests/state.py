@@ -46,3 +46,13 @@ def failure_text(result: Any) -> str:
         texts.append((data.user_failure_data.description if data.user_failure_data else "") or "")
         texts.append(data.error.message if data.error else "")
     return " ".join(texts)
+
+
+def failure_causes(result: Any) -> list[str]:
+    """The one step failure of an in-process run, as the messages of its error and every cause under it."""
+    [failure] = result.get_step_failure_events()
+    error, causes = failure.step_failure_data.error, []
+    while error is not None:
+        causes.append(error.message)
+        error = error.cause
+    return causes

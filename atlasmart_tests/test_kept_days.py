@@ -196,11 +196,7 @@ def test_a_kept_day_the_publish_would_not_point_at_its_stored_rows_publishes_not
     monkeypatch.setattr(ledger, "reused", lambda before, after: {})  # as if no day's stored rows could be read
     result = run_chain(instance, *WINDOW, {**BF, "dagster/backfill": "bf-unstored"})
     assert not result.success
-    [failure] = result.get_step_failure_events()
-    error, causes = failure.step_failure_data.error, []
-    while error is not None:
-        causes.append(error.message)
-        error = error.cause
+    causes = state.failure_causes(result)
     assert any("kept as published but the publish would not read" in c for c in causes), causes
     assert state.snapshot(env) == published, "no kept day was published empty"
 

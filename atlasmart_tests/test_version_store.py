@@ -126,11 +126,7 @@ def test_rows_of_an_ended_run_are_collected_and_a_publish_that_lost_them_commits
     with dg.DagsterInstance.ephemeral() as inst:
         result = run_chain(inst, "2026-09-18", "2026-09-20", {"dagster/backfill": "bf-collected"})
     assert not result.success
-    [failure] = result.get_step_failure_events()
-    error, causes = failure.step_failure_data.error, []
-    while error is not None:
-        causes.append(error.message)
-        error = error.cause
+    causes = state.failure_causes(result)
     assert any("PublishConflict" in c and "taken for abandoned" in c for c in causes), causes
     assert state.snapshot(env) == before, "nothing published changed"
     assert _orphans(env) == [] and state.table_rows(env, "audit.pending_versions") == []
