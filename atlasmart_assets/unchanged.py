@@ -127,10 +127,11 @@ def verify(wh: Warehouse, run_id: str, window: Window, current: dict[str, Curren
         def hold() -> contextlib.AbstractContextManager[duckdb.DuckDBPyConnection]:
             return attached_hold(con, wh.settings.warehouse_path, "w", wh.settings.lock_timeout_s, stats)
 
-        for k, part in enumerate(raw_load.day_chunks(wh, checked, stats, give_way) if read is None else []):
-            preemptible_hold(hold, wh.settings.warehouse_path,
-                             lambda con, part=part, first=k == 0: copy_published(con, part, "w.", "", first),
-                             stats, give_way if long_read else None, preemptible=long_read)
+        if read is None:  # else read_with_ledger copied them in today's load's read of the ledger
+            for k, part in enumerate(raw_load.day_chunks(wh, checked, stats, give_way)):
+                preemptible_hold(hold, wh.settings.warehouse_path,
+                                 lambda con, part=part, first=k == 0: copy_published(con, part, "w.", "", first),
+                                 stats, give_way if long_read else None, preemptible=long_read)
         cur = con.execute("select * from candidate.kept_figures")
         names = [d[0] for d in cur.description][1:]
         figures = {r[0].isoformat(): {n: candidates.number(v) for n, v in zip(names, r[1:])} for r in cur.fetchall()}

@@ -124,7 +124,7 @@ def current(con: duckdb.DuckDBPyConnection, window: Window) -> dict[str, Current
             for r in rows}
 
 
-# A ledger row's columns as a DayCandidate holds them (then the version's fingerprint), for _day_candidate.
+# A ledger row's columns as a DayCandidate holds them (then the version's fingerprint), for day_candidate.
 CANDIDATE_COLUMNS = ("p.partition_date, p.publication_id, p.rows_after, p.controls_after, p.sha256_after, "
                      "p.extract_json, p.input_sha256, p.source_high_sequence, p.input_batches, p.as_of, "
                      "p.dimension_version, p.dimension_batches, p.requests_applied, d.fingerprint")
