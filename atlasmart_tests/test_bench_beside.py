@@ -1,0 +1,39 @@
+"""The bench's rule for which of today's runs ran beside a backfill (bench/run.py), on made-up timestamps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.run import beside_figures
+
+
+def run(began: float, ended: float, wall: float | None = None) -> dict[str, Any]:
+    return {"began": began, "ended": ended, "wall_s": wall if wall is not None else ended - began,
+            "lock": {"lock_wait_max_s": 0.01}}
+
+
+def test_only_runs_overlapping_a_backfill_count() -> None:
+    spans = [(100.0, 130.0), (131.0, 160.0)]
+    before = run(90.0, 99.5)  # the backfill's process was still importing
+    across_start = run(98.0, 101.0)
+    inside = run(110.0, 112.0)
+    in_gap = run(129.5, 131.5)  # ends after the second begins
+    after = run(160.5, 163.0)
+    figures = beside_figures([before, across_start, inside, in_gap, after], spans)
+    assert figures["runs"] == [across_start, inside, in_gap]
+    assert figures["n"] == 3
+    assert figures["max_s"] == 3.0
+
+
+def test_a_run_wholly_in_the_gap_between_two_backfills_is_idle() -> None:
+    figures = beside_figures([run(130.2, 130.8)], [(100.0, 130.0), (131.0, 160.0)])
+    assert figures["n"] == 0
+    assert figures["median_s"] is None and figures["p95_s"] is None
+
+
+def test_p95_of_few_runs_lies_above_the_slowest() -> None:
+    walls = [2.0, 2.1, 2.2, 2.6]
+    runs = [run(100.0 + 10 * k, 100.0 + 10 * k + w, w) for k, w in enumerate(walls)]
+    figures = beside_figures(runs, [(100.0, 200.0)])
+    assert figures["p95_s"] > max(walls)
+    assert figures["median_s"] == 2.15
