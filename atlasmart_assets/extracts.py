@@ -19,7 +19,7 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Collection
 
 from atlasmart_assets.contract import CONTROL_NAMES
 from atlasmart_assets.settings import Settings
@@ -82,8 +82,9 @@ def resolve(cfg: Settings) -> Path | None:
     return cfg.versions_dir / version if version else None
 
 
-def stage(cfg: Settings, version: str, changed: dict[str, str]) -> Path:
-    """Build version `version`: the current version's days plus `changed` (partition -> bytes)."""
+def stage(cfg: Settings, version: str, changed: dict[str, str]) -> str | None:
+    """Build version `version`: the current version's days plus `changed` (partition -> bytes). Returns the
+    version it was built on (None: there was none)."""
     target = cfg.versions_dir / version
     if target.exists():
         shutil.rmtree(target)
@@ -102,7 +103,27 @@ def stage(cfg: Settings, version: str, changed: dict[str, str]) -> Path:
             "file": p.name, "sha256": hashlib.sha256(p.read_bytes()).hexdigest()} for p in files},
     }, sort_keys=True, indent=1) + "\n")
     _fsync_dir(target)
-    return target
+    return current
+
+
+def days_of(cfg: Settings, version: str | None) -> set[str]:
+    """The days version `version` holds an extract of (none for None)."""
+    if version is None:
+        return set()
+    return {p.name[len("partition="):-len(".json")] for p in (cfg.versions_dir / version).glob("partition=*.json")}
+
+
+def intact(cfg: Settings, version: str, days: Collection[str]) -> bool:
+    """Whether the staged `version` holds its index, exactly the files the index names, and one for each of `days`.
+    A version staged outside the warehouse lock can meet another publisher's prune of half-built versions, whole or
+    in part, even while its index is written."""
+    target = cfg.versions_dir / version
+    try:
+        index = json.loads((target / INDEX).read_text())
+        named = {entry["file"] for entry in index["partitions"].values()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return False
+    return named == {p.name for p in target.glob("partition=*.json")} and {file_name(d) for d in days} <= named
 
 
 def swap(cfg: Settings, version: str) -> None:

@@ -5,6 +5,7 @@ the symlink swap."""
 from __future__ import annotations
 
 import contextlib
+import shutil
 import time
 from pathlib import Path
 from typing import Callable, Iterator
@@ -15,6 +16,7 @@ from atlasmart_assets import extracts, notices
 from atlasmart_assets.failpoints import failpoint
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunInfo
+from atlasmart_assets.settings import Settings
 from atlasmart_assets.warehouse import ledger
 from atlasmart_assets.warehouse.connection import GiveWay, LockStats, attach, hand_over, preemptible_hold, transaction
 from atlasmart_assets.warehouse.ledger import Current, DayCandidate, Publication
@@ -184,12 +186,15 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
     ahead = len(parts) > 1
     # Decided on what the audit compared against: if a day moved since, the commit refuses.
     reuse = ledger.reused(expected or {}, after)
-    committed = False
+    texts = {p: c.extract_json for p, c in after.items()}
+    committed = commit_began = False
     try:
         if ahead:
             _write_ahead(wh, scratch, parts, pub_id, run.run_id, expected, stats, give_way, on_chunk, reuse)
             failpoint("wrote_versions")
             _next_hold(wh, give_way, stats)
+        # Right before the commit's hold, so that another publication seldom swaps in between.
+        staged_ahead, staged_on = _stage_ahead(cfg, pub_id, texts)
         with wh.writer(stats) as con:
             acquired = time.monotonic()
             recover_extracts(wh, con)
@@ -198,9 +203,13 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
                 _refuse_if_moved(before, expected, sorted(set(before) | set(expected)))
             if ahead:
                 _refuse_if_abandoned(con, pub_id)
-            extracts.stage(cfg, pub_id, {p: c.extract_json for p, c in after.items()})
+            now = extracts.current_version(cfg)
+            if not (staged_ahead and now == staged_on
+                    and extracts.intact(cfg, pub_id, extracts.days_of(cfg, now) | set(texts))):
+                extracts.stage(cfg, pub_id, texts)  # staged ahead on a version since replaced, or not at all
             failpoint("staged_extracts")
             attach(con, scratch, "s")
+            commit_began = True
             with transaction(con):
                 keep, erase = _commit(con, pub_id, kind, run, code_version, window, before, after, restored or {},
                                       cfg.retain_versions, ahead, reuse)
@@ -218,7 +227,21 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
     except BaseException:
         if ahead and not committed:
             _abandon(wh, pub_id)
+        if not commit_began:
+            # Never the ledger's: no reader or recovery can need it (after the commit began, the ledger may name it).
+            shutil.rmtree(cfg.versions_dir / pub_id, ignore_errors=True)
         raise
+
+
+def _stage_ahead(cfg: Settings, pub_id: str, texts: dict[str, str]) -> tuple[bool, str | None]:
+    """The publication's extracts staged before its commit takes the lock (a year's 365 files, written and fsynced,
+    were a third of the commit's hold). Nobody reads the version until the commit's swap; the commit stages it again
+    if `published` moved since (another publication's days must be in it) or the version lost a file to another
+    publisher's prune. Returns whether it was staged, and the version it was built on."""
+    try:
+        return True, extracts.stage(cfg, pub_id, texts)
+    except OSError:
+        return False, None
 
 
 def _commit(con: duckdb.DuckDBPyConnection, pub_id: str, kind: str, run: RunInfo, code_version: str,
