@@ -19,7 +19,7 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Collection
+from typing import Any
 
 from atlasmart_assets.contract import CONTROL_NAMES
 from atlasmart_assets.settings import Settings
@@ -82,48 +82,55 @@ def resolve(cfg: Settings) -> Path | None:
     return cfg.versions_dir / version if version else None
 
 
-def stage(cfg: Settings, version: str, changed: dict[str, str]) -> str | None:
-    """Build version `version`: the current version's days plus `changed` (partition -> bytes). Returns the
-    version it was built on (None: there was none)."""
+def write_ahead(cfg: Settings, version: str, changed: dict[str, str]) -> None:
+    """The changed days' files of version `version` (partition -> bytes), written and fsynced, before the commit
+    takes the lock: nobody reads the directory until the swap, and it holds only this publication's own extracts
+    (never another version's, which an erasure may be removing meanwhile)."""
     target = cfg.versions_dir / version
     if target.exists():
         shutil.rmtree(target)
     target.mkdir(parents=True)
+    for partition, text in changed.items():
+        _write(target / file_name(partition), text)
+
+
+def complete(cfg: Settings, version: str, changed: dict[str, str]) -> Path:
+    """Finish version `version`, in the commit's hold: the current version's other days hard-linked, a changed day's
+    file written (again, if another publisher's prune of half-built versions took it since `write_ahead`, or
+    never written ahead), and `index.json` naming every day's file and sha256."""
+    target = cfg.versions_dir / version
+    target.mkdir(parents=True, exist_ok=True)
+    digests = {}
+    for partition, text in changed.items():
+        data = text.encode()
+        path = target / file_name(partition)
+        if not path.is_file() or path.stat().st_size != len(data):
+            _write(path, text)
+        digests[partition] = hashlib.sha256(data).hexdigest()
     current = current_version(cfg)
     if current:
         for src in (cfg.versions_dir / current).glob("partition=*.json"):
-            if src.name[len("partition="):-len(".json")] not in changed:
-                os.link(src, target / src.name)
-    for partition, text in changed.items():
-        _write(target / file_name(partition), text)
-    files = sorted(target.glob("partition=*.json"))
+            partition = src.name[len("partition="):-len(".json")]
+            if partition not in changed:
+                dst = target / src.name
+                dst.unlink(missing_ok=True)
+                os.link(src, dst)
+                digests[partition] = hashlib.sha256(dst.read_bytes()).hexdigest()
+    for stray in target.glob("partition=*.json"):
+        if stray.name[len("partition="):-len(".json")] not in digests:
+            stray.unlink()
     _write(target / INDEX, json.dumps({
         "publication_id": version,
-        "partitions": {p.name[len("partition="):-len(".json")]: {
-            "file": p.name, "sha256": hashlib.sha256(p.read_bytes()).hexdigest()} for p in files},
+        "partitions": {p: {"file": file_name(p), "sha256": digest} for p, digest in sorted(digests.items())},
     }, sort_keys=True, indent=1) + "\n")
     _fsync_dir(target)
-    return current
+    return target
 
 
-def days_of(cfg: Settings, version: str | None) -> set[str]:
-    """The days version `version` holds an extract of (none for None)."""
-    if version is None:
-        return set()
-    return {p.name[len("partition="):-len(".json")] for p in (cfg.versions_dir / version).glob("partition=*.json")}
-
-
-def intact(cfg: Settings, version: str, days: Collection[str]) -> bool:
-    """Whether the staged `version` holds its index, exactly the files the index names, and one for each of `days`.
-    A version staged outside the warehouse lock can meet another publisher's prune of half-built versions, whole or
-    in part, even while its index is written."""
-    target = cfg.versions_dir / version
-    try:
-        index = json.loads((target / INDEX).read_text())
-        named = {entry["file"] for entry in index["partitions"].values()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return False
-    return named == {p.name for p in target.glob("partition=*.json")} and {file_name(d) for d in days} <= named
+def stage(cfg: Settings, version: str, changed: dict[str, str]) -> Path:
+    """Build version `version` at once: the current version's days plus `changed` (partition -> bytes)."""
+    write_ahead(cfg, version, changed)
+    return complete(cfg, version, changed)
 
 
 def swap(cfg: Settings, version: str) -> None:

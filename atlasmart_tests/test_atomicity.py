@@ -107,8 +107,8 @@ def incident_dir(tmp_path_factory) -> Path:
 
 # (failpoint, extra environment): with one-day chunks the three days' rows are written ahead of the commit (a
 # kill at wrote_versions leaves them pending); with the default, a window of one chunk writes them in the commit.
-POINTS = [("wrote_versions", {"ATLASMART_CHUNK_DAYS": "1"}), ("wrote_versions", {}), ("staged_extracts", {}),
-          ("wrote_mart.revenue_daily", {}), ("committed", {}), ("swapped", {})]
+POINTS = [("wrote_versions", {"ATLASMART_CHUNK_DAYS": "1"}), ("wrote_versions", {}), ("wrote_extracts_ahead", {}),
+          ("staged_extracts", {}), ("wrote_mart.revenue_daily", {}), ("committed", {}), ("swapped", {})]
 # Kill delays after the publish has staged its extracts (its first failpoint): the kill lands inside the
 # transaction or the swap, at instants no named failpoint marks.
 TIMER_DELAYS_S = [0.0, 0.02, 0.1]

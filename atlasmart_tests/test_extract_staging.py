@@ -1,12 +1,16 @@
-"""A publication's extracts are staged before its commit takes the warehouse lock, and the version it swaps in
-is still the whole truth: another publication that swapped in meanwhile keeps its days, a file lost from the staged
-version is staged again, and a refused publication leaves no version behind."""
+"""A publication writes its own extracts before its commit takes the warehouse lock, and the version it swaps in
+is still the whole truth: another publication that swapped in meanwhile keeps its days, what another publisher's
+prune took is written again, and a refused publication leaves no version behind."""
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import hashlib
+import json
 import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
@@ -63,18 +67,29 @@ def _extracts_match_ledger(cfg: Settings) -> dict[str, str]:
     assert version is not None
     on_disk = {d: (version / extracts.file_name(d)).read_text() for d in ledger if (version / extracts.file_name(d)).exists()}
     assert on_disk == ledger
-    assert extracts.intact(cfg, version.name, ledger)
+    index = json.loads((version / extracts.INDEX).read_text())["partitions"]
+    assert index == {d: {"file": extracts.file_name(d), "sha256": hashlib.sha256(text.encode()).hexdigest()}
+                     for d, text in ledger.items()}
+    assert sorted(p.name for p in version.glob("partition=*.json")) == sorted(extracts.file_name(d) for d in ledger)
     return on_disk
 
 
+@dataclass
+class Staging:
+    """What a publish did with its extracts: each write_ahead (version, whether a writer hold of the warehouse was
+    open), and each day's file written while one was."""
+
+    ahead: list[tuple[str, bool]] = field(default_factory=list)
+    written_in_hold: list[str] = field(default_factory=list)
+
+
 @contextlib.contextmanager
-def _spy_stage(monkeypatch: pytest.MonkeyPatch,
-               after_first: Callable[[str], None] | None = None) -> Iterator[list[tuple[str, bool]]]:
-    """Every extracts.stage call as (version, whether a writer hold of the warehouse was open), and after the
-    first call's stage `after_first(version)` (what another publisher does before this one takes the lock)."""
-    calls: list[tuple[str, bool]] = []
+def _spy(monkeypatch: pytest.MonkeyPatch, after_first: Callable[[str], None] | None = None) -> Iterator[Staging]:
+    """Watch the extracts' writes; after the first write_ahead, `after_first(version)`: what another publisher does
+    before this one takes the lock."""
+    seen = Staging()
     held = [0]
-    real_writer, real_stage = Warehouse.writer, extracts.stage
+    real_writer, real_ahead, real_write = Warehouse.writer, extracts.write_ahead, extracts._write
 
     @contextlib.contextmanager
     def writer(self: Warehouse, *args: Any, **kwargs: Any) -> Iterator[Any]:
@@ -85,26 +100,32 @@ def _spy_stage(monkeypatch: pytest.MonkeyPatch,
             finally:
                 held[0] -= 1
 
-    def stage(cfg: Settings, version: str, changed: dict[str, str]) -> str | None:
-        calls.append((version, held[0] > 0))
-        built_on = real_stage(cfg, version, changed)
-        if after_first is not None and len(calls) == 1:
+    def write_ahead(cfg: Settings, version: str, changed: dict[str, str]) -> None:
+        seen.ahead.append((version, held[0] > 0))
+        real_ahead(cfg, version, changed)
+        if after_first is not None and len(seen.ahead) == 1:
             after_first(version)
-        return built_on
+
+    def write(path: Path, text: str) -> None:
+        if held[0] and path.name != extracts.INDEX:
+            seen.written_in_hold.append(path.name)
+        real_write(path, text)
 
     monkeypatch.setattr(Warehouse, "writer", writer)
-    monkeypatch.setattr(extracts, "stage", stage)
-    yield calls
+    monkeypatch.setattr(extracts, "write_ahead", write_ahead)
+    monkeypatch.setattr(extracts, "_write", write)
+    yield seen
 
 
-def test_extracts_are_staged_outside_the_commit_hold(three_days: Settings, instance: Any,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_extracts_are_written_outside_the_commit_hold(three_days: Settings, instance: Any,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     wh, window = Warehouse(), Window.of(DAYS[0], DAYS[-1])
     after = _corrected(wh, "outside", window, 1)
-    with _spy_stage(monkeypatch) as calls:
+    with _spy(monkeypatch) as seen:
         _publish(wh, "outside", window, after)
         assert run_chain(instance, DAYS[1], DAYS[1]).success  # today's load's path: one chunk, one hold
-    assert len(calls) == 2 and not any(held for _, held in calls), calls
+    assert len(seen.ahead) == 2 and not any(held for _, held in seen.ahead), seen
+    assert seen.written_in_hold == []
     _extracts_match_ledger(three_days)
 
 
@@ -117,28 +138,33 @@ def test_a_publication_swapped_in_meanwhile_keeps_its_days(three_days: Settings,
     def another_publication(version: str) -> None:
         _publish(wh, "theirs", theirs, other)  # commits and swaps in before "mine" takes the lock
 
-    with _spy_stage(monkeypatch, another_publication) as calls:
+    with _spy(monkeypatch, another_publication) as seen:
         _publish(wh, "mine", mine, after)
-    [(first, first_held), (_, theirs_held), (again, again_held)] = calls
-    assert not first_held and not theirs_held
-    assert again == first and again_held  # staged again, on the version swapped in
-    seen = _extracts_match_ledger(three_days)
-    assert seen[DAYS[2]] == other[DAYS[2]].extract_json
+    assert len(seen.ahead) == 2 and seen.written_in_hold == []
+    seen_files = _extracts_match_ledger(three_days)
+    assert seen_files[DAYS[2]] == other[DAYS[2]].extract_json
+    assert {seen_files[d] for d in DAYS[:2]} == {after[d].extract_json for d in DAYS[:2]}
 
 
-def test_a_staged_version_that_lost_a_file_is_staged_again(three_days: Settings,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("taken", ["a file", "the directory"])
+def test_what_another_publishers_prune_took_is_written_again(three_days: Settings, monkeypatch: pytest.MonkeyPatch,
+                                                             taken: str) -> None:
     wh, window = Warehouse(), Window.of(DAYS[0], DAYS[1])
     after = _corrected(wh, "lost", window, 1)
 
     def prune_by_another(version: str) -> None:
-        # An unchanged day's hard link, gone as another publisher's prune of half-built versions takes it.
-        (three_days.versions_dir / version / extracts.file_name(DAYS[2])).unlink()
+        target = three_days.versions_dir / version
+        if taken == "a file":
+            (target / extracts.file_name(DAYS[0])).unlink()
+        else:
+            shutil.rmtree(target)
 
-    with _spy_stage(monkeypatch, prune_by_another) as calls:
+    with _spy(monkeypatch, prune_by_another) as seen:
         _publish(wh, "lost", window, after)
-    assert [held for _, held in calls] == [False, True]
-    _extracts_match_ledger(three_days)
+    lost = [extracts.file_name(DAYS[0])] if taken == "a file" else [extracts.file_name(d) for d in DAYS[:2]]
+    assert sorted(seen.written_in_hold) == sorted(lost)
+    seen_files = _extracts_match_ledger(three_days)
+    assert seen_files[DAYS[0]] == after[DAYS[0]].extract_json
 
 
 def test_a_refused_publication_leaves_no_staged_version(three_days: Settings) -> None:

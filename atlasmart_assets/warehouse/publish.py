@@ -193,8 +193,8 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
             _write_ahead(wh, scratch, parts, pub_id, run.run_id, expected, stats, give_way, on_chunk, reuse)
             failpoint("wrote_versions")
             _next_hold(wh, give_way, stats)
-        # Right before the commit's hold, so that another publication seldom swaps in between.
-        staged_ahead, staged_on = _stage_ahead(cfg, pub_id, texts)
+        _extracts_ahead(cfg, pub_id, texts)
+        failpoint("wrote_extracts_ahead")
         with wh.writer(stats) as con:
             acquired = time.monotonic()
             recover_extracts(wh, con)
@@ -203,10 +203,7 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
                 _refuse_if_moved(before, expected, sorted(set(before) | set(expected)))
             if ahead:
                 _refuse_if_abandoned(con, pub_id)
-            now = extracts.current_version(cfg)
-            if not (staged_ahead and now == staged_on
-                    and extracts.intact(cfg, pub_id, extracts.days_of(cfg, now) | set(texts))):
-                extracts.stage(cfg, pub_id, texts)  # staged ahead on a version since replaced, or not at all
+            extracts.complete(cfg, pub_id, texts)
             failpoint("staged_extracts")
             attach(con, scratch, "s")
             commit_began = True
@@ -233,15 +230,12 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
         raise
 
 
-def _stage_ahead(cfg: Settings, pub_id: str, texts: dict[str, str]) -> tuple[bool, str | None]:
-    """The publication's extracts staged before its commit takes the lock (a year's 365 files, written and fsynced,
-    were a third of the commit's hold). Nobody reads the version until the commit's swap; the commit stages it again
-    if `published` moved since (another publication's days must be in it) or the version lost a file to another
-    publisher's prune. Returns whether it was staged, and the version it was built on."""
-    try:
-        return True, extracts.stage(cfg, pub_id, texts)
-    except OSError:
-        return False, None
+def _extracts_ahead(cfg: Settings, pub_id: str, texts: dict[str, str]) -> None:
+    """The publication's own extracts written before its commit takes the lock (a year's 365 files, written and
+    fsynced, were a third of the commit's hold); the hold links the unchanged days and writes the index. Best
+    effort: another publisher's prune may take the directory meanwhile, and the hold writes what is missing."""
+    with contextlib.suppress(OSError):
+        extracts.write_ahead(cfg, pub_id, texts)
 
 
 def _commit(con: duckdb.DuckDBPyConnection, pub_id: str, kind: str, run: RunInfo, code_version: str,
