@@ -88,6 +88,8 @@ def _lock_figures(instance: Any, run_id: str) -> dict[str, float]:
     seen: set[str] = set()
     for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION):
         meta = entry.asset_materialization.metadata if entry.asset_materialization else {}
+        if "publish_lock_hold_s" in meta:  # the commit's own hold (the correction's run-wide figures)
+            out["publish_lock_hold_s"] = float(meta["publish_lock_hold_s"].value)
         if "lock_hold_max_s" not in meta or entry.step_key in seen:
             continue
         seen.add(entry.step_key)
