@@ -11,7 +11,7 @@ from atlasmart_assets.contract import BACKFILL_TAG, RANGE_END_TAG, RANGE_START_T
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunInfo
 from atlasmart_assets.warehouse.connection import attach
-from atlasmart_assets.warehouse.ledger import Publication
+from atlasmart_assets.warehouse.ledger import DayCandidate, Publication
 from atlasmart_assets.warehouse.publish import publish
 from atlasmart_assets.window import Window
 
@@ -31,9 +31,11 @@ def run_chain(instance: dg.DagsterInstance, start: str, end: str | None = None,
                                   tags={**(tags or {}), RANGE_START_TAG: start, RANGE_END_TAG: end})
 
 
-def publish_legacy_incident(wh: Warehouse) -> Publication:
-    """Republish 2026-09-20 the way the legacy pipeline did (no audits): one line at a legacy cost of 40."""
-    window, run_id = Window.of(HISTORICAL), "lab-legacy-incident"
+def published_as_candidates(wh: Warehouse, run_id: str, window: Window, change: str,
+                            params: dict[str, Any] | None = None) -> dict[str, DayCandidate]:
+    """The window's published staged lines copied into the run's scratch as its staged candidate, changed there by
+    the SQL `change` (an update of candidate.staged_order_lines), and built into fact and mart candidates: what
+    each day would publish. A correction made by hand, without the audits (the lab's legacy incident, tests)."""
     with wh.reader() as rcon:
         attach(rcon, wh.scratch_path(run_id), "s")
         rcon.execute("create schema if not exists s.candidate")
@@ -42,12 +44,19 @@ def publish_legacy_incident(wh: Warehouse) -> Publication:
         rcon.execute("detach s")
     con = wh.open_scratch(run_id)
     try:
-        con.execute("update candidate.staged_order_lines set unit_cost = $cost where line_id = $line",
-                    {"cost": LEGACY_COST, "line": LEGACY_LINE})
+        con.execute(change, params or {})
         candidates.build(con)
-        days = candidates.days(con, window, {})
+        return candidates.days(con, window, {})
     finally:
         con.close()
+
+
+def publish_legacy_incident(wh: Warehouse) -> Publication:
+    """Republish 2026-09-20 the way the legacy pipeline did (no audits): one line at a legacy cost of 40."""
+    window, run_id = Window.of(HISTORICAL), "lab-legacy-incident"
+    days = published_as_candidates(wh, run_id, window,
+                                   "update candidate.staged_order_lines set unit_cost = $cost where line_id = $line",
+                                   {"cost": LEGACY_COST, "line": LEGACY_LINE})
     pub = publish(wh, wh.scratch_path(run_id), window, RunInfo(run_id, None, "legacy pipeline without audits"),
                   "legacy-cost-v0", days, None)
     wh.drop_scratch(run_id)

@@ -14,12 +14,11 @@ from typing import Callable
 import dagster as dg
 import pytest
 
-from atlasmart_assets import candidates, extracts, generate, settings
-from atlasmart_assets.lab import publish_legacy_incident, run_chain
+from atlasmart_assets import extracts, generate, settings
+from atlasmart_assets.lab import publish_legacy_incident, published_as_candidates, run_chain
 from atlasmart_assets.recovery import recover_on_load
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunInfo
-from atlasmart_assets.warehouse.connection import attach
 from atlasmart_assets.warehouse.publish import publish
 from atlasmart_assets.window import Window
 from atlasmart_tests import crash_worker, state
@@ -52,16 +51,8 @@ def test_reader_sees_all_old_or_all_new(env, instance, tmp_path) -> None:
     # A correction of every day of the range (every cost + 1), published in one commit.
     wh = Warehouse()
     scratch = wh.scratch_path("reader-test")
-    with wh.reader() as rcon:
-        attach(rcon, scratch, "s")
-        rcon.execute("create schema s.candidate")
-        rcon.execute("create table s.candidate.staged_order_lines as select * from staged.order_lines")
-        rcon.execute("detach s")
-    con = wh.open_scratch("reader-test")
-    con.execute("update candidate.staged_order_lines set unit_cost = unit_cost + 1")
-    candidates.build(con)
-    days_after = candidates.days(con, window, {})
-    con.close()
+    days_after = published_as_candidates(wh, "reader-test", window,
+                                         "update candidate.staged_order_lines set unit_cost = unit_cost + 1")
     new = sum(c.controls[4] for c in days_after.values())
 
     out, ready, stop = tmp_path / "seen.json", tmp_path / "ready", tmp_path / "stop"

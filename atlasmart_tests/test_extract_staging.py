@@ -15,12 +15,11 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from atlasmart_assets import candidates, extracts, generate
-from atlasmart_assets.lab import run_chain
+from atlasmart_assets import extracts, generate
+from atlasmart_assets.lab import published_as_candidates, run_chain
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunInfo
 from atlasmart_assets.settings import Settings
-from atlasmart_assets.warehouse.connection import attach
 from atlasmart_assets.warehouse.ledger import DayCandidate
 from atlasmart_assets.warehouse.publish import PublishConflict, publish
 from atlasmart_assets.window import Window
@@ -39,19 +38,9 @@ def three_days(env: Settings, instance: Any) -> Settings:
 
 def _corrected(wh: Warehouse, name: str, window: Window, cost_delta: int) -> dict[str, DayCandidate]:
     """Candidates of `window` in the scratch `name`: the published lines with every unit cost raised."""
-    with wh.reader() as rcon:
-        attach(rcon, wh.scratch_path(name), "s")
-        rcon.execute("create schema s.candidate")
-        rcon.execute("create table s.candidate.staged_order_lines as select * from staged.order_lines "
-                     "where partition_date between $start and $end", window.params)
-        rcon.execute("detach s")
-    con = wh.open_scratch(name)
-    try:
-        con.execute("update candidate.staged_order_lines set unit_cost = unit_cost + $d", {"d": cost_delta})
-        candidates.build(con)
-        return candidates.days(con, window, {})
-    finally:
-        con.close()
+    return published_as_candidates(wh, name, window,
+                                   "update candidate.staged_order_lines set unit_cost = unit_cost + $d",
+                                   {"d": cost_delta})
 
 
 def _publish(wh: Warehouse, name: str, window: Window, after: dict[str, DayCandidate]) -> None:
