@@ -274,7 +274,7 @@ class Bench:
                backfills: int = 1) -> tuple[dict[str, Any], dict[str, Any]]:
         """The backfill `name` (`backfills` runs of it, back to back) with today's load started a few seconds in, in
         its own process, on the same data dir; it keeps loading the newest day until the last backfill has finished.
-        Returns the backfills' result and the figures of the current runs that began while they ran."""
+        Returns the backfills' result and the figures of the current runs that overlap them (beside_figures)."""
         stop = self.work / f"{name}-done"
         stop.unlink(missing_ok=True)
         t0 = time.time()
@@ -311,7 +311,7 @@ class Bench:
         rederived = self.backfill(env, "year-rederive", rederive=True)
         log(f"{self.args.days}-day backfill, re-derived: {rederived['total_s']} s, {rederived['peak_rss_mib']} MiB")
         # A re-publish now takes 15-20 s, so beside one only 3-4 of today's runs fall (one every ~7 s), and the p95 of
-        # so few is the bench's extrapolation above the slowest. Three re-publishes back to back give it 8-12.
+        # so few is the bench's extrapolation above the slowest. Three re-publishes back to back give it 10-12.
         concurrent, during = self.beside(env, "year-concurrent", "current-during-backfill",
                                          backfills=self.args.beside_republishes)
         # A first load beside today's load, on a data dir of its own: the longer backfill, parsing and appending
