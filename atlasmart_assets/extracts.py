@@ -148,15 +148,15 @@ def swap(cfg: Settings, version: str) -> None:
         (cfg.versions_dir / previous / SUPERSEDED).touch()
 
 
-def prune(cfg: Settings, keep: set[str], protect: str | None = None, immediately: bool = False) -> None:
+def prune(cfg: Settings, keep: set[str], immediately: bool = False) -> None:
     """Remove versions no ledger row needs any more (and half-built ones from crashed runs), once they have been
-    superseded for longer than the grace period; `protect` is a version being staged right now."""
+    superseded for longer than the grace period."""
     if not cfg.versions_dir.exists():
         return
     current = current_version(cfg)
     cutoff = time.time() - cfg.version_grace_s
     for path in cfg.versions_dir.iterdir():
-        if path.name in keep or path.name in (current, protect):
+        if path.name in keep or path.name == current:
             continue
         marker = path / SUPERSEDED
         since = marker.stat().st_mtime if marker.exists() else path.stat().st_mtime

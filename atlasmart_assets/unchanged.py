@@ -71,7 +71,8 @@ def requested_days(con: duckdb.DuckDBPyConnection, deletion_keys: pd.DataFrame, 
 
 def checked_days(window: Window, current: dict[str, Current]) -> list[str]:
     """The days of the window whose published rows can be checked: a fingerprint of this DuckDB release."""
-    return sorted(d for d, c in current.items() if d in set(window.keys) and _this_release(c.fingerprint))
+    days = set(window.keys)
+    return sorted(d for d, c in current.items() if d in days and _this_release(c.fingerprint))
 
 
 def copy_published(con: duckdb.DuckDBPyConnection, days: list[str], source: str, target: str, first: bool) -> None:
@@ -117,7 +118,8 @@ def verify(wh: Warehouse, run_id: str, window: Window, current: dict[str, Curren
         return Kept()
     found: dict[str, DayCandidate] = {}
     if read is not None:
-        found = {d: c for d, c in read.items() if d in set(keep)}
+        keeping = set(keep)
+        found = {d: c for d, c in read.items() if d in keeping}
     elif keep:  # a run that keeps nothing (atlasmart/rederive) needs no ledger rows: one hold fewer
         with wh.reader(stats=stats) as rcon:
             found = ledger.publication_candidates(rcon, {d: current[d].publication_id for d in keep})
