@@ -37,16 +37,28 @@ typed as (
     from docs, unnest(docs.lines) as u(line)
 ),
 
+-- Each value's JSON type once: the checks and the problems both read it (a year's read, 8.9 s against 8.0 s
+-- when each asked json_type again).
+kinds as (
+    select
+        *,
+        coalesce(json_type(quantity_json), 'NULL') as quantity_kind,
+        coalesce(json_type(sequence_json), 'NULL') as sequence_kind,
+        coalesce(json_type(price_json), 'NULL') as price_kind,
+        coalesce(json_type(cost_json), 'NULL') as cost_kind
+    from typed
+),
+
 checked as (
     select
         *,
-        coalesce(json_type(quantity_json), 'NULL') in ('BIGINT', 'UBIGINT') as quantity_ok,
-        coalesce(json_type(sequence_json), 'NULL') in ('BIGINT', 'UBIGINT') as sequence_ok,
-        coalesce(json_type(price_json), 'NULL') in ('BIGINT', 'UBIGINT', 'DOUBLE')
+        quantity_kind in ('BIGINT', 'UBIGINT') as quantity_ok,
+        sequence_kind in ('BIGINT', 'UBIGINT') as sequence_ok,
+        price_kind in ('BIGINT', 'UBIGINT', 'DOUBLE')
         and round(cast(price_json as double), 2) = cast(price_json as double) as price_ok,
-        coalesce(json_type(cost_json), 'NULL') in ('BIGINT', 'UBIGINT', 'DOUBLE')
+        cost_kind in ('BIGINT', 'UBIGINT', 'DOUBLE')
         and round(cast(cost_json as double), 2) = cast(cost_json as double) as cost_ok
-    from typed
+    from kinds
 ),
 
 final as (
@@ -65,17 +77,17 @@ final as (
         event_time,
         case when sequence_ok then cast(sequence_json as bigint) end as source_sequence,
         nullif(concat_ws('; ',
-            case when quantity_json is not null and json_type(quantity_json) <> 'NULL' and not quantity_ok
+            case when quantity_kind <> 'NULL' and not quantity_ok
                 then 'quantity ' || cast(quantity_json as varchar) || ' is not an integer' end,
             case when op not in ('upsert', 'delete')
                 then 'op ' || op || ' is neither upsert nor delete' end,
             case when quantity_ok and cast(quantity_json as bigint) <= 0
                 then 'quantity ' || cast(quantity_json as varchar) || ' is not positive (a return arrives as a retraction)' end,
-            case when sequence_json is not null and json_type(sequence_json) <> 'NULL' and not sequence_ok
+            case when sequence_kind <> 'NULL' and not sequence_ok
                 then 'source_sequence ' || cast(sequence_json as varchar) || ' is not an integer' end,
-            case when price_json is not null and json_type(price_json) <> 'NULL' and not price_ok
+            case when price_kind <> 'NULL' and not price_ok
                 then 'unit_price ' || cast(price_json as varchar) || ' is not money (a number with at most two decimals)' end,
-            case when cost_json is not null and json_type(cost_json) <> 'NULL' and not cost_ok
+            case when cost_kind <> 'NULL' and not cost_ok
                 then 'unit_cost ' || cast(cost_json as varchar) || ' is not money (a number with at most two decimals)' end,
             case when cast(event_time as date) <> partition_date
                 then 'event_time ' || cast(event_time as varchar) || ' is not on partition day ' || cast(partition_date as varchar) end
