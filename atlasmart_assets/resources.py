@@ -56,8 +56,8 @@ class Warehouse(dg.ConfigurableResource):
         # in the number of days; insertion order is never relied on (every read that needs order says so).
         # No vacuum at checkpoints: each chunk of a long write ends with a checkpoint, whose vacuum rewrote the
         # partly filled row groups every earlier chunk left (a year written in 12 chunks: 7.4 s against 5.5 s;
-        # each task is one more row group rewritten inside the hold). Versions are written and deleted whole,
-        # and a checkpoint still drops a row group once all its rows are deleted (README, Known limits).
+        # each task is one more row group rewritten inside the hold). A checkpoint still drops a row group once
+        # all its rows are deleted; one partly deleted keeps its size (README, Known limits).
         config = {"memory_limit": self.settings.duckdb_memory_limit, "preserve_insertion_order": "false",
                   "max_vacuum_tasks": "0"}
         if threads:
