@@ -1,9 +1,9 @@
 -- One row per line id and day of the merged evidence (candidate.merged_lines) less the lines deletion requests
 -- suppress, joined to the customer version valid at order time. {days} is `true` when the run builds every day of
 -- the window, else a filter to the days it builds (chosen by code, never a value: see candidates.build_staged).
--- `latest` is read by both `orders` and `final`: DuckDB would write it out once for the two (a year's 7.3 M lines,
--- 2.3 s of a 7.9 s build, and 190 MiB more at its peak); not materialized, each reads the merged lines itself
--- (build 6.2 s, peak 886 MiB; the same rows).
+-- `latest` is read by both `orders` and `final`: DuckDB would write it out once for the two. Not materialized, each
+-- reads the merged lines itself (a year's 7.3 M lines into a table, measured apart: 6.2 s and 886 MiB at the peak,
+-- against 7.9 s and 1,072 MiB; the same rows).
 with latest as not materialized (
     select merged.*
     from candidate.merged_lines as merged
