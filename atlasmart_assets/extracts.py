@@ -52,6 +52,11 @@ def file_name(partition: str) -> str:
     return f"partition={partition}.json"
 
 
+def partition_of(path: Path) -> str:
+    """The partition a day's extract file is named for (`file_name`'s inverse)."""
+    return path.name[len("partition="):-len(".json")]
+
+
 def current_version(cfg: Settings) -> str | None:
     link = cfg.published_dir
     return os.readlink(link).rsplit("/", 1)[-1] if link.is_symlink() else None
@@ -109,15 +114,18 @@ def complete(cfg: Settings, version: str, changed: dict[str, str]) -> Path:
         digests[partition] = hashlib.sha256(data).hexdigest()
     current = current_version(cfg)
     if current:
+        # A linked day's sha256 is the one the current version's index names: the same file (today's load would
+        # otherwise read and hash every other day of the year inside its hold).
+        indexed = _index_digests(cfg.versions_dir / current)
         for src in (cfg.versions_dir / current).glob("partition=*.json"):
-            partition = src.name[len("partition="):-len(".json")]
+            partition = partition_of(src)
             if partition not in changed:
                 dst = target / src.name
                 dst.unlink(missing_ok=True)
                 os.link(src, dst)
-                digests[partition] = hashlib.sha256(dst.read_bytes()).hexdigest()
+                digests[partition] = indexed.get(partition) or hashlib.sha256(dst.read_bytes()).hexdigest()
     for stray in target.glob("partition=*.json"):
-        if stray.name[len("partition="):-len(".json")] not in digests:
+        if partition_of(stray) not in digests:
             stray.unlink()
     _write(target / INDEX, json.dumps({
         "publication_id": version,
@@ -125,6 +133,15 @@ def complete(cfg: Settings, version: str, changed: dict[str, str]) -> Path:
     }, sort_keys=True, indent=1) + "\n")
     _fsync_dir(target)
     return target
+
+
+def _index_digests(version_dir: Path) -> dict[str, str]:
+    """Each day's sha256 as `version_dir`'s index names it (none if it has no readable index)."""
+    try:
+        index = json.loads((version_dir / INDEX).read_text())
+        return {p: str(e["sha256"]) for p, e in index["partitions"].items() if e.get("file") == file_name(p)}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
 
 
 def stage(cfg: Settings, version: str, changed: dict[str, str]) -> Path:
