@@ -229,6 +229,24 @@ def _explain_parse_failure(paths: dict[Path, str], error: Exception) -> RawInput
     return RawInputError(path, key, f"DuckDB could not read this raw file: {error}")
 
 
+def _shown(value: Any, max_chars: int = 80) -> str:
+    """A manifest value as a refusal quotes it: its JSON, cut (a hostile value can be megabytes long)."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= max_chars else text[:max_chars] + f"… ({len(text) - max_chars} more characters)"
+
+
+def _is_timestamp(value: Any) -> bool:
+    """An ISO 8601 date and time (a UTC offset or Z optional), as extracted_at is written: it becomes the extract's
+    input.as_of, which consumers read as a time."""
+    if not isinstance(value, str) or len(value) > 64 or value[10:11] not in ("T", "t", " "):
+        return False
+    try:
+        dt.datetime.fromisoformat(value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value)
+    except ValueError:
+        return False
+    return True
+
+
 def _manifest(path: Path, partition: str, text: str, first: bool) -> dict[str, Any]:
     manifest = json.loads(text) if text else None
     if not isinstance(manifest, dict):
@@ -237,7 +255,8 @@ def _manifest(path: Path, partition: str, text: str, first: bool) -> dict[str, A
     if missing:
         raise RawInputError(path, partition, f"manifest lacks {', '.join(missing)}")
     if manifest["partition"] != partition:
-        raise RawInputError(path, partition, f"manifest says partition {manifest['partition']}, file name says {partition}")
+        raise RawInputError(path, partition, f"manifest says partition {_shown(manifest['partition'])}, file name says "
+                                             f"{partition}")
     controls = manifest["controls"]
     if not isinstance(controls, dict):
         raise RawInputError(path, partition, "manifest controls are not an object of the six named controls")
@@ -249,13 +268,21 @@ def _manifest(path: Path, partition: str, text: str, first: bool) -> dict[str, A
         raise RawInputError(path, partition, f"manifest controls {', '.join(mistyped)} are not numbers")
     for name in ("records", "source_high_sequence"):
         if isinstance(manifest[name], bool) or not isinstance(manifest[name], int):
-            raise RawInputError(path, partition, f"manifest {name} {manifest[name]!r} is not an integer")
+            raise RawInputError(path, partition, f"manifest {name} {_shown(manifest[name])} is not an integer")
+    batch = manifest["extraction_batch"]
+    if not isinstance(batch, str) or not BATCH_NAME.match(batch):
+        raise RawInputError(path, partition, f"manifest extraction_batch {_shown(batch)} is not a batch name (1-128 "
+                                             "letters, digits, '_', '.', '-', starting with a letter or digit)")
+    stamp = manifest.get("extracted_at")
+    if stamp is not None and not _is_timestamp(stamp):
+        raise RawInputError(path, partition, f"manifest extracted_at {_shown(stamp)} is not an ISO 8601 timestamp "
+                                             "(e.g. 2026-09-02T01:00:00Z)")
     kind = "snapshot" if first else manifest.get("kind", "delta")
     if kind not in ("delta", "snapshot"):
-        raise RawInputError(path, partition, f"manifest kind {kind!r} is neither 'delta' nor 'snapshot'")
-    if not first and str(manifest["extraction_batch"]) != path.stem:
-        raise RawInputError(path, partition, f"manifest extraction_batch {manifest['extraction_batch']!r} differs "
-                                             f"from the file name {path.name!r}")
+        raise RawInputError(path, partition, f"manifest kind {_shown(kind)} is neither 'delta' nor 'snapshot'")
+    if not first and batch != path.stem:
+        raise RawInputError(path, partition, f"manifest extraction_batch {_shown(batch)} differs from the file name "
+                                             f"{path.name!r}")
     return {**manifest, "kind": kind}
 
 

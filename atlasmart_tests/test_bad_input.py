@@ -110,8 +110,26 @@ def _two_documents(path):
     path.write_text(json.dumps(first) + "\n" + json.dumps(second))
 
 
+def _manifest_value(field: str, value):  # noqa: ANN001, ANN202
+    """Set one manifest field of the day's first file (the one whose extraction_batch no file name holds to)."""
+    def damage(path):  # noqa: ANN001, ANN202
+        doc = json.loads(path.read_text())
+        doc["manifest"][field] = value
+        path.write_text(json.dumps(doc))
+    damage.__name__ = f"_manifest_{field}"
+    return damage
+
+
 @pytest.mark.parametrize("damage, problem", [
     (_two_documents, "a raw file holds one document"),
+    # Manifest values reach the ledger, the extract's input, the notice and every event of the day: a name that
+    # is not a batch name, a time that is not a time, or a megabyte of either is refused, quoted cut.
+    (_manifest_value("extraction_batch", "B-1\n# heading `x` <!channel>"), "is not a batch name"),
+    (_manifest_value("extraction_batch", "B" * 200_000), "more characters) is not a batch name"),
+    (_manifest_value("extraction_batch", 7), "manifest extraction_batch 7 is not a batch name"),
+    (_manifest_value("extracted_at", {"at": "2026-09-20T01:00:00Z"}), "is not an ISO 8601 timestamp"),
+    (_manifest_value("extracted_at", "yesterday"), 'extracted_at "yesterday" is not an ISO 8601 timestamp'),
+    (_manifest_value("extracted_at", "2026-09-20"), "is not an ISO 8601 timestamp"),
     (_drop_file, "raw file is missing"),
     (_malformed, "malformed JSON"),
     (_missing_field, "lack unit_cost"),
@@ -128,7 +146,18 @@ def test_bad_input_names_file_partition_problem_and_changes_nothing(env, instanc
         assert not result.success
         text = state.failure_text(result)
         assert DAY in text and str(path) in text and problem in text, text
+        assert len(text) < 20_000, "a hostile value is quoted cut, not whole"
         assert state.snapshot(env) == before
+
+
+@pytest.mark.parametrize("stamp", ["2026-09-20T01:00:00Z", "2026-09-20T01:00:00+02:00", "2026-09-20T01:00:00.123456",
+                                   "2026-09-20 01:00:00Z"])
+def test_an_extraction_time_in_any_iso_8601_form_is_its_as_of(env, instance, stamp) -> None:
+    path = env.raw_dir / f"partition={DAY}.json"
+    _manifest_value("extracted_at", stamp)(path)
+    assert run_chain(instance, DAY).success
+    extract = json.loads((env.data_dir / "published" / f"partition={DAY}.json").read_text())
+    assert extract["input"]["as_of"] == stamp
 
 
 def test_a_quote_in_the_data_dir_is_just_a_character(env, instance, tmp_path, monkeypatch) -> None:

@@ -505,6 +505,31 @@ def test_a_year_in_which_every_day_changed_fits_the_event_log_budget(env, instan
     assert per_day > 0 and projected <= YEAR_EVENT_LOG_BUDGET, (t5, t14, per_day, projected)
 
 
+def test_a_day_of_many_batches_costs_its_event_no_more_than_a_day_of_five(env, instance) -> None:
+    """A day may receive hundreds of batches (hourly deltas): its raw event lists the first and the latest four,
+    with how many it leaves out, so its size does not grow with the batch count. Days of 5 and of 40 batches,
+    loaded in one run, are compared."""
+    assert run_chain(instance, *HISTORY, {"dagster/backfill": "bf-first"}).success
+    few, many = dt.date(2026, 9, 3), dt.date(2026, 9, 4)
+    for day, later in ((few, 4), (many, 39)):
+        for k in range(later):
+            generate.late_delta(env.raw_dir, day, f"B-{day.isoformat()}-{k + 2:02d}", seed=k)
+    result = run_chain(instance, few.isoformat(), many.isoformat(), {"dagster/backfill": "bf-many"})
+    assert result.success
+    events = {e.asset_materialization.partition: e for e in instance.all_logs(result.run_id)
+              if e.asset_materialization and e.asset_materialization.asset_key == dg.AssetKey(["raw", "order_lines"])}
+    shown = {day: events[day].asset_materialization.metadata["batches"].value for day in events}
+    many_md = shown[many.isoformat()]
+    assert many_md.count("\n- `") == 4 and "- … 35 more batch(es), every one in raw.batches" in many_md, many_md
+    assert f"`B-{many.isoformat()}-01`" in many_md and f"`B-{many.isoformat()}-40`" in many_md, many_md
+    assert f"`B-{many.isoformat()}-36`" not in many_md, "the batches left out are not listed"
+    assert shown[few.isoformat()].count("- `") == 5 and "more batch" not in shown[few.isoformat()]
+    # The newest day also carries the run's own figures: compare the days' batch lists and their events without them.
+    size = {day: len(dg.serialize_value(e)) for day, e in events.items()}
+    assert size[few.isoformat()] < 8 * 1024, size
+    assert abs(len(many_md) - len(shown[few.isoformat()])) < 100, (len(many_md), len(shown[few.isoformat()]))
+
+
 def test_a_days_controls_read_as_a_small_markdown_table() -> None:
     changed = controls_md([10, 4, 12, 690, 400.5, 289.5], [10, 4, 12, 700, 400.5, 299.5], "ab" * 32).value
     assert "| gmv | 690 | 700 | +10 |" in changed and "| lines | 10 | 10 | ±0 |" in changed

@@ -1,7 +1,7 @@
 """raw.order_lines: the day's evidence verified (sha256, manifest, shape) and loaded as received."""
 
 
-from typing import Iterator
+from typing import Any, Iterator
 
 import dagster as dg
 
@@ -21,6 +21,28 @@ from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import scope_of_context
 from atlasmart_assets.settings import load as load_settings
 from atlasmart_assets.assets.schemas import CUSTOMERS_SCHEMA, RAW_SCHEMA
+
+# A day's batches shown in its event: a year's backfill writes 365 of these events, and a day may hold hundreds of
+# batches (hourly deltas); the whole list is in raw.batches and the publication's input_batches.
+SHOWN_BATCHES = 5
+
+
+def _batch_line(b: dict[str, Any]) -> str:
+    return (f"- `{b['batch']}` ({b['kind']}, high sequence {b['source_high_sequence']}"
+            + (f", extracted {md(b['extracted_at'])}" if b.get("extracted_at") else "")
+            + f", sha256 `{b['sha256'][:12]}`)")
+
+
+def batches_md(batches: list[dict[str, Any]]) -> str:
+    """The day's batches in sequence order, one line each (high sequence, extraction time, sha256). Past
+    SHOWN_BATCHES: the first, a line saying how many are left out, and the latest ones (the newest is the one the
+    day reconciles to)."""
+    if len(batches) <= SHOWN_BATCHES:
+        return "\n".join(_batch_line(b) for b in batches)
+    return "\n".join([_batch_line(batches[0]),
+                      f"- … {len(batches) - SHOWN_BATCHES} more batch(es), every one in raw.batches",
+                      *(_batch_line(b) for b in batches[1 - SHOWN_BATCHES:])])
+
 
 @dg.observable_source_asset(
     key=["raw", "landing_batches"], group_name="raw", partitions_def=daily_partitions,
@@ -69,16 +91,10 @@ def raw_order_lines(context: dg.AssetExecutionContext,
     yield from (check_result(a) for a in loaded.audits)
     refuse(str(scope.window), loaded.audits)
     for day, fig in sorted(loaded.figures.items()):
-        batches = fig["batches"]
         context.add_asset_metadata({
             "dagster/row_count": int(fig["records"]),
             "controls": dg.MetadataValue.json(dict(zip(CONTROL_NAMES, fig["controls"]))),
-            # One line per batch (its high sequence, extraction time and sha256), not an entry each: a year's
-            # backfill writes 365 of these events.
-            "batches": dg.MetadataValue.md("\n".join(
-                f"- `{b['batch']}` ({b['kind']}, high sequence {b['source_high_sequence']}"
-                + (f", extracted {md(b['extracted_at'])}" if b.get("extracted_at") else "")
-                + f", sha256 `{b['sha256'][:12]}`)" for b in batches)),
+            "batches": dg.MetadataValue.md(batches_md(fig["batches"])),
         }, partition_key=day)
     # The run's own figures once, on the newest day's event (not copied into every partition's event).
     context.add_asset_metadata({
