@@ -200,7 +200,8 @@ def _mistyped(line: dict[str, Any]) -> str | None:
     return None
 
 
-def _explain_parse_failure(paths: dict[Path, str], error: Exception) -> RawInputError:
+def _explain_parse_failure(con: duckdb.DuckDBPyConnection, paths: dict[Path, str],
+                           error: Exception) -> RawInputError:
     for path, key in paths.items():
         data = path.read_bytes()
         try:
@@ -221,12 +222,21 @@ def _explain_parse_failure(paths: dict[Path, str], error: Exception) -> RawInput
                 return RawInputError(path, key, f"line {i} ({line.get('line_id')}): {bad}")
     # DuckDB's message names the file it could not read; blame that one, not the window's first.
     named = [(p, k) for p, k in paths.items() if str(p) in str(error)]
-    if not named:
-        days = sorted(set(paths.values()))
-        return RawInputError(Path(", ".join(str(p) for p in paths)), str(Window.of(days[0], days[-1])),
-                             f"DuckDB could not read the window's raw files: {error}")
-    path, key = named[0]
-    return RawInputError(path, key, f"DuckDB could not read this raw file: {error}")
+    if named:
+        path, key = named[0]
+        return RawInputError(path, key, f"DuckDB could not read this raw file: {error}")
+    # A value DuckDB cannot take (a cast's message names no file): read the files one at a time to find it, which
+    # costs a refused window what its read cost, never a clean one.
+    for path, key in paths.items():
+        try:
+            con.execute(f"create or replace temp table raw_probe as {sql.text('raw_lines')}", {"files": [str(path)]})
+        except duckdb.Error as exc:
+            return RawInputError(path, key, f"DuckDB could not read this raw file: {exc}")
+        finally:
+            con.execute("drop table if exists raw_probe")
+    days = sorted(set(paths.values()))
+    return RawInputError(Path(", ".join(str(p) for p in paths)), str(Window.of(days[0], days[-1])),
+                         f"DuckDB could not read the window's raw files: {error}")
 
 
 def _shown(value: Any, max_chars: int = 80) -> str:
@@ -317,7 +327,7 @@ def load_window(con: duckdb.DuckDBPyConnection, raw_dir: Path, window: Window,
             headers = manifests(con, list(parse))
             con.execute(f"insert into candidate.raw_lines by name {sql.text('raw_lines')}", {"files": files})
         except duckdb.Error as exc:
-            raise _explain_parse_failure(parse, exc) from exc
+            raise _explain_parse_failure(con, parse, exc) from exc
     out = []
     for path, key in paths.items():
         if path in reused:

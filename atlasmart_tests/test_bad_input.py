@@ -76,6 +76,12 @@ def _line_of_another_day(path):
     (_edit_line("quantity", 2.0), "quantity 2.0 is not an integer"),
     (_edit_line("quantity", -1), "quantity -1 is not positive"),
     (_edit_line("unit_price", 10.555), "unit_price 10.555 is not money"),
+    # Past what the warehouse's types hold: a problem of the line, not a cast that fails the window's read.
+    (_edit_line("quantity", 2 ** 63), "quantity 9223372036854775808 is out of range (a 64-bit signed integer)"),
+    (_edit_line("quantity", 2 ** 64), "quantity 18446744073709551616 is out of range (a 64-bit signed integer)"),
+    (_edit_line("source_sequence", -(2 ** 63) - 1), "is out of range (a 64-bit signed integer)"),
+    (_edit_line("unit_price", 1e17), "is out of range (money below 10^12)"),
+    (_edit_line("unit_cost", 9999999999999998.0), "unit_cost 9999999999999998.0 is out of range (money below 10^12)"),
     (_edit_line("event_time", "2026-09-20T03:00:00Z"), "is not on partition day 2026-09-19"),
     (_not_utf8, "not valid UTF-8"),
     (_null_control, "manifest controls lack gmv"),
@@ -124,6 +130,7 @@ def _manifest_value(field: str, value):  # noqa: ANN001, ANN202
     (_two_documents, "a raw file holds one document"),
     # Manifest values reach the ledger, the extract's input, the notice and every event of the day: a name that
     # is not a batch name, a time that is not a time, or a megabyte of either is refused, quoted cut.
+    (_manifest_value("partition", "2026-09-99"), 'manifest says partition "2026-09-99", file name says 2026-09-19'),
     (_manifest_value("extraction_batch", "B-1\n# heading `x` <!channel>"), "is not a batch name"),
     (_manifest_value("extraction_batch", "B" * 200_000), "more characters) is not a batch name"),
     (_manifest_value("extraction_batch", 7), "manifest extraction_batch 7 is not a batch name"),
@@ -207,3 +214,25 @@ def test_a_manifest_after_the_lines_is_read_as_one_first(env, instance, monkeypa
     assert extracts["lines first"]["sha256"] == extracts["usual"]["sha256"]
     assert extracts["lines first"]["controls"] == extracts["usual"]["controls"]
     assert extracts["lines first"]["input"] != extracts["usual"]["input"]
+
+
+def test_a_read_duckdb_refuses_without_naming_a_file_is_blamed_on_the_file_that_fails_alone(env) -> None:
+    """When DuckDB's message names no file (a cast, say), each file of the window is read alone until one fails:
+    the refusal names that file and its day, not the window's every path."""
+    import duckdb
+
+    from atlasmart_assets import raw_files
+
+    days = ["2026-09-17", "2026-09-18", "2026-09-19", "2026-09-20"]
+    paths = {env.raw_dir / f"partition={d}.json": d for d in days}
+    bad = env.raw_dir / f"partition={DAY}.json"
+    doc = json.loads(bad.read_text())
+    doc["lines"][1]["event_time"] = "20260919T030000Z"  # ISO 8601's basic form: Python reads it, DuckDB does not
+    bad.write_text(json.dumps(doc))
+    con = duckdb.connect()
+    error = raw_files._explain_parse_failure(con, paths, duckdb.ConversionException("a cast failed"))
+    assert (error.path, error.partition) == (bad, DAY), error
+    assert "DuckDB could not read this raw file" in error.problem and "20260919T030000Z" in error.problem, error
+    bad.write_text(json.dumps({**doc, "lines": doc["lines"][:1]}))  # every file reads alone: the window is named
+    error = raw_files._explain_parse_failure(con, paths, duckdb.ConversionException("a cast failed"))
+    assert error.partition == "2026-09-17..2026-09-20" and "a cast failed" in error.problem, error
