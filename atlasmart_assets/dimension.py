@@ -86,7 +86,7 @@ def load(raw_dir: Path) -> list[DimensionBatch]:
     for path in paths(raw_dir):
         if not path.is_file():
             raise DimensionError(path, "the dimension's first batch is missing")
-        if path.parent.name == "customers" and not BATCH_NAME.match(path.stem):
+        if path.parent.name == "customers" and not BATCH_NAME.fullmatch(path.stem):
             raise DimensionError(path, "a dimension batch is named <batch_id>.json (letters, digits, '_', '.', '-')")
         data = path.read_bytes()
         try:

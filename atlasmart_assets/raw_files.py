@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -174,7 +175,7 @@ def _locate(raw_dir: Path, window: Window) -> dict[Path, str]:
         if not first.is_file():
             raise RawInputError(first, key, "raw file is missing (no evidence was extracted for this day)")
         for path in batch_paths(raw_dir, key):
-            if path != first and not BATCH_NAME.match(path.stem):
+            if path != first and not BATCH_NAME.fullmatch(path.stem):
                 raise RawInputError(path, key, "a batch file is named <extraction_batch>.json (letters, digits, "
                                                "'_', '.', '-')")
             paths[path] = key
@@ -233,7 +234,8 @@ def _explain_parse_failure(con: duckdb.DuckDBPyConnection, paths: dict[Path, str
         except duckdb.Error as exc:
             return RawInputError(path, key, f"DuckDB could not read this raw file: {exc}")
         finally:
-            con.execute("drop table if exists raw_probe")
+            with contextlib.suppress(duckdb.Error):  # a connection in a failed transaction: the answer still stands
+                con.execute("drop table if exists raw_probe")
     days = sorted(set(paths.values()))
     return RawInputError(Path(", ".join(str(p) for p in paths)), str(Window.of(days[0], days[-1])),
                          f"DuckDB could not read the window's raw files: {error}")
@@ -280,7 +282,7 @@ def _manifest(path: Path, partition: str, text: str, first: bool) -> dict[str, A
         if isinstance(manifest[name], bool) or not isinstance(manifest[name], int):
             raise RawInputError(path, partition, f"manifest {name} {_shown(manifest[name])} is not an integer")
     batch = manifest["extraction_batch"]
-    if not isinstance(batch, str) or not BATCH_NAME.match(batch):
+    if not isinstance(batch, str) or not BATCH_NAME.fullmatch(batch):
         raise RawInputError(path, partition, f"manifest extraction_batch {_shown(batch)} is not a batch name (1-128 "
                                              "letters, digits, '_', '.', '-', starting with a letter or digit)")
     stamp = manifest.get("extracted_at")
