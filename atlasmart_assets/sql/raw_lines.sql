@@ -1,6 +1,6 @@
 -- Order lines exactly as received, one row per record, for the files in $files. An absent field reads as
 -- null (the profile counts it). Numbers are read as JSON and typed strictly: an integer field holding "2" or
--- 2.0, an integer past 64 bits, money with more than two decimals or past decimal(18, 2), a non-positive quantity
+-- 2.0, an integer past 64 bits, money with more than two decimals or of 10^12 or more, a non-positive quantity
 -- or an event_time on another day is named in `problem` (the profile turns it into a blocking finding); a value
 -- that is not JSON at all fails the read. A manifest partition that is not a date reads as null: the manifest's
 -- own check names it.
