@@ -18,6 +18,7 @@ import duckdb
 
 from atlasmart_assets import candidates, sql
 from atlasmart_assets.contract import CONTROL_NAMES
+from atlasmart_assets.event_budget import cut_text
 from atlasmart_assets.window import Window
 
 MANIFEST_FIELDS = ("partition", "source", "schema_version", "extraction_batch", "source_high_sequence", "records", "controls")
@@ -241,10 +242,9 @@ def _explain_parse_failure(con: duckdb.DuckDBPyConnection, paths: dict[Path, str
                          f"DuckDB could not read the window's raw files: {error}")
 
 
-def _shown(value: Any, max_chars: int = 80) -> str:
+def _shown(value: Any) -> str:
     """A manifest value as a refusal quotes it: its JSON, cut (a hostile value can be megabytes long)."""
-    text = json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= max_chars else text[:max_chars] + f"… ({len(text) - max_chars} more characters)"
+    return cut_text(json.dumps(value, ensure_ascii=False), 120)
 
 
 def _is_timestamp(value: Any) -> bool:

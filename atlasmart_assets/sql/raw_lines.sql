@@ -72,10 +72,16 @@ checked as (
         quantity_int is not null as quantity_ok,
         sequence_int is not null as sequence_ok,
         coalesce(round(price_number, 2) = price_number and not isnan(price_number), false) as price_money,
-        coalesce(round(cost_number, 2) = cost_number and not isnan(cost_number), false) as cost_money,
-        coalesce(not isnan(price_number) and round(price_number, 2) = price_number and abs(price_number) < 1e12, false) as price_ok,
-        coalesce(not isnan(cost_number) and round(cost_number, 2) = cost_number and abs(cost_number) < 1e12, false) as cost_ok
+        coalesce(round(cost_number, 2) = cost_number and not isnan(cost_number), false) as cost_money
     from numbers
+),
+
+ranged as (
+    select
+        *,
+        price_money and abs(price_number) < 1e12 as price_ok,
+        cost_money and abs(cost_number) < 1e12 as cost_ok
+    from checked
 ),
 
 final as (
@@ -119,7 +125,7 @@ final as (
             case when cast(event_time as date) <> partition_date
                 then 'event_time ' || cast(event_time as varchar) || ' is not on partition day ' || cast(partition_date as varchar) end
         ), '') as problem
-    from checked
+    from ranged
 )
 
 select * from final
