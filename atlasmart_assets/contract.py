@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 PACKAGE_VERSION = "0.2.0"
+
+# A landing batch's or dimension batch's name (its file's stem, and a manifest's extraction_batch), matched whole.
+BATCH_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 
 # Tags Dagster sets on runs.
 BACKFILL_TAG = "dagster/backfill"

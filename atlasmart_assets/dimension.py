@@ -7,15 +7,15 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from atlasmart_assets.contract import BATCH_NAME
+
 FIRST_BATCH = "customers"
-BATCH_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 ATTRIBUTES = ("country", "tier")
 
 

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 import duckdb
 
 from atlasmart_assets import candidates, sql
-from atlasmart_assets.contract import CONTROL_NAMES
+from atlasmart_assets.contract import BATCH_NAME, CONTROL_NAMES
 from atlasmart_assets.event_budget import cut_text
 from atlasmart_assets.window import Window
 
@@ -105,7 +105,6 @@ def fingerprints(paths: dict[Path, str], threads: int | None = None) -> dict[Pat
         return dict(zip(paths, pool.map(one, paths)))
 
 
-BATCH_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
 def later_batches(raw_dir: Path, partition: str) -> list[Path]:
