@@ -11,7 +11,7 @@ from atlasmart_tests.conftest import REPO_RAW
 
 def _duckdb_manifests(files: list[Path]) -> dict[str, dict]:
     con = duckdb.connect()
-    rows = con.execute(sql.text("raw_manifests"), {"files": [str(p) for p in files]}).fetchall()
+    rows = con.execute(sql.text("raw_manifests"), raw_files.read_params(files)).fetchall()
     return {file: json.loads(text) for file, text in rows}
 
 

@@ -82,7 +82,7 @@ def test_the_scratch_table_has_the_parsed_columns(env) -> None:
         con.execute(sql.text("raw_lines_table"))
         table = con.execute("describe candidate.raw_lines").fetchall()
         parsed = con.execute(f"describe {sql.text('raw_lines')}",
-                             {"files": [str(raw_files.path_for(env.raw_dir, WINDOW[0]))]}).fetchall()
+                             raw_files.read_params([raw_files.path_for(env.raw_dir, WINDOW[0])])).fetchall()
     finally:
         con.close()
     assert [r[:2] for r in table] == [r[:2] for r in parsed]

@@ -3,7 +3,8 @@
 -- 2.0, an integer past 64 bits, money with more than two decimals or of 10^12 or more, a non-positive quantity
 -- or an event_time on another day is named in `problem` (the profile turns it into a blocking finding); a value
 -- that is not JSON at all fails the read. A manifest partition that is not a date reads as null: the manifest's
--- own check names it.
+-- own check names it. $max_object_size: DuckDB's buffer for one document, sized to the largest file read
+-- (raw_files.read_params).
 with docs as (
     select
         filename,
@@ -13,7 +14,7 @@ with docs as (
         $files,
         filename = true,
         format = 'auto',
-        maximum_object_size = 67108864,
+        maximum_object_size = $max_object_size,
         columns = {
             manifest: 'struct(partition varchar, extraction_batch varchar)',
             lines: 'struct(op varchar, line_id varchar, order_id varchar, customer_id varchar, sku varchar, quantity json, unit_price json, unit_cost json, event_time timestamptz, source_sequence json)[]'

@@ -1,0 +1,68 @@
+"""DuckDB's JSON reader buffers one whole raw document: the buffer is sized to the largest file read, any file of
+up to 64 MiB loads, and a larger one is refused naming it before anything is read or written."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from atlasmart_assets import raw_files
+from atlasmart_assets.lab import run_chain
+from atlasmart_tests import state
+
+DAY = "2026-09-19"
+MiB = 1 << 20
+
+
+def _pad(path: Path, size: int) -> dict:
+    """The day's document unchanged but for whitespace before its lines, to `size` bytes (still one valid document:
+    the same manifest, the same lines)."""
+    text = path.read_text()
+    doc = json.loads(text)
+    head, sep, tail = text.partition('"lines":')
+    assert sep, "the shipped document has its lines after the manifest"
+    path.write_text(head + sep + " " * (size - len(text.encode())) + tail)
+    assert path.stat().st_size == size and json.loads(path.read_text()) == doc
+    return doc
+
+
+def test_the_buffer_holds_the_largest_file_within_16_and_64_mib(tmp_path: Path) -> None:
+    def size_for(*sizes: int) -> int:
+        paths = []
+        for k, n in enumerate(sizes):
+            p = tmp_path / f"{k}-{n}.json"
+            with p.open("wb") as fh:
+                fh.truncate(n)
+            paths.append(p)
+        return raw_files.object_size(paths)
+
+    assert size_for() == size_for(10) == 16 * MiB == size_for(16 * MiB)
+    assert size_for(16 * MiB + 1) == 32 * MiB == size_for(3, 32 * MiB, 9)
+    assert size_for(40 * MiB) == 64 * MiB == size_for(64 * MiB)
+    for n in (1, 5 * MiB, 16 * MiB + 1, 33 * MiB, 64 * MiB):
+        assert n <= size_for(n) < 2 * max(n, 8 * MiB + 1)
+
+
+@pytest.mark.parametrize("size", [16 * MiB + 1, 64 * MiB])
+def test_a_file_past_the_smallest_buffer_loads_as_its_lines_say(env, instance, size: int) -> None:
+    path = env.raw_dir / f"partition={DAY}.json"
+    doc = _pad(path, size)
+    assert run_chain(instance, DAY).success
+    published = json.loads((env.published_dir / f"partition={DAY}.json").read_text())
+    manifest = doc["manifest"]["controls"]
+    assert published["controls"] == [manifest[k] for k in ("lines", "orders", "units", "gmv", "cost", "gross_profit")]
+    [(rows,)] = state.table_rows(env, "(select count(*) from raw.order_lines where partition_date = '2026-09-19')")
+    assert rows == len(doc["lines"])
+
+
+def test_a_file_past_64_mib_is_refused_naming_it_and_nothing_changes(env, instance, published) -> None:
+    published(("2026-09-18", None))
+    before = state.snapshot(env)
+    path = env.raw_dir / f"partition={DAY}.json"
+    _pad(path, 64 * MiB + 1)
+    for start, end in ((DAY, None), ("2026-09-18", DAY)):
+        result = run_chain(instance, start, end, {"dagster/backfill": "bf-large"} if end else None)
+        assert not result.success
+        text = state.failure_text(result)
+        assert str(path) in text and DAY in text and "67,108,865 bytes, past the 64 MiB" in text, text
+        assert state.snapshot(env) == before
