@@ -61,6 +61,11 @@ def _null_control(path):
     path.write_text(json.dumps(doc))
 
 
+def _array_wrapped(path):
+    """The day's document inside a JSON array: not a raw partition document, however well formed."""
+    path.write_text("[" + path.read_text() + "]")
+
+
 def _line_of_another_day(path):
     """A line whose line_id is already published for 2026-09-18, delivered again in this day's file."""
     doc = json.loads(path.read_text())
@@ -87,6 +92,7 @@ def _line_of_another_day(path):
     (_edit_line("unit_cost", 9999999999999998.0), "unit_cost 9999999999999998.0 is out of range (money below 10^12)"),
     (_edit_line("event_time", "2026-09-20T03:00:00Z"), "is not on partition day 2026-09-19"),
     (_not_utf8, "not valid UTF-8"),
+    (_array_wrapped, "not a raw partition document"),
     (_null_control, "manifest controls lack gmv"),
     (_line_of_another_day, "line_ids on more than one day"),
 ])

@@ -4,7 +4,9 @@
 -- or an event_time on another day is named in `problem` (the profile turns it into a blocking finding); a value
 -- that is not JSON at all fails the read. A manifest partition that is not a date reads as null: the manifest's
 -- own check names it. $max_object_size: DuckDB's buffer for one document, sized to the largest file read
--- (raw_files.read_params).
+-- (raw_files.read_params). A file is one document or several, never an array of them: 'unstructured' reads
+-- documents whatever their line breaks, where 'auto' would take a top-level array for records (and spend a
+-- ninth of the read detecting the format: a year's read 5.8 s against 6.7 s).
 with docs as (
     select
         filename,
@@ -13,7 +15,7 @@ with docs as (
     from read_json(
         $files,
         filename = true,
-        format = 'auto',
+        format = 'unstructured',
         maximum_object_size = $max_object_size,
         columns = {
             manifest: 'struct(partition varchar, extraction_batch varchar)',
