@@ -107,29 +107,37 @@ def fingerprints(paths: dict[Path, str], threads: int | None = None) -> dict[Pat
 
 
 
-# DuckDB's JSON reader holds a whole document per thread in a buffer of maximum_object_size (16 MiB at the least).
-# Sized to the largest file of the read, not always the 64 MiB a raw file may reach: at the 1 GB memory limit,
-# buffers of 64 MiB were handed back to the system and faulted in again file after file (a year's parse into
-# scratch: 9.3-9.6 s against 10.6-11.0 s, of which system time 2.1 s against 4.6-5.1 s).
+# DuckDB's JSON reader sizes its read buffers by maximum_object_size (16 MiB at the least) and refuses a document it
+# cannot hold in that many bytes. Sized to the largest file of the read, not always the 64 MiB a raw file may
+# reach: at the 1 GB memory limit, buffers of 64 MiB were handed back to the system and faulted in again file after
+# file (a year's parse into scratch: 9.3-9.6 s against 10.6-11.0 s, of which system time 2.1 s against 4.6-5.1 s).
 OBJECT_SIZE_MIN = 16 << 20
 OBJECT_SIZE_MAX = 64 << 20
 
 
-def object_size(paths: Iterable[Path]) -> int:
-    """maximum_object_size for reading `paths`: the smallest power of two that holds the largest file (DuckDB reads
-    a document of up to that many bytes), between 16 and 64 MiB (a larger file is refused before: `sized`)."""
-    largest = max((p.stat().st_size for p in paths), default=0)
+def buffer_for(largest: int) -> int:
+    """maximum_object_size for a read whose largest file has `largest` bytes: the smallest power of two that holds
+    it (DuckDB reads a document of up to that many bytes), between 16 and 64 MiB."""
     return min(OBJECT_SIZE_MAX, max(OBJECT_SIZE_MIN, 1 << max(largest - 1, 0).bit_length()))
 
 
-def read_params(paths: Iterable[Path]) -> dict[str, Any]:
-    """The parameters of raw_lines.sql and raw_manifests.sql for reading `paths`."""
+def object_size(paths: Iterable[Path]) -> int:
+    """maximum_object_size for reading `paths` (a file past 64 MiB is refused before it is read: `sized`)."""
+    return buffer_for(max((p.stat().st_size for p in paths), default=0))
+
+
+def read_params(paths: Iterable[Path], max_object_size: int | None = None) -> dict[str, Any]:
+    """The parameters of raw_lines.sql and raw_manifests.sql for reading `paths` (`max_object_size`, when the caller
+    has it from `sized`, spares a second look at each file)."""
     paths = list(paths)
-    return {"files": [str(p) for p in paths], "max_object_size": object_size(paths)}
+    return {"files": [str(p) for p in paths],
+            "max_object_size": object_size(paths) if max_object_size is None else max_object_size}
 
 
-def sized(paths: Mapping[Path, str]) -> None:
-    """Refuses, naming it, a file too large for one document buffer (DuckDB's read would fail on it)."""
+def sized(paths: Mapping[Path, str]) -> int:
+    """The maximum_object_size for reading `paths`; a file that cannot be looked at, or is too large for DuckDB's
+    read, is refused naming it."""
+    largest = 0
     for path, key in paths.items():
         try:
             size = path.stat().st_size
@@ -139,6 +147,8 @@ def sized(paths: Mapping[Path, str]) -> None:
             raise RawInputError(path, key, f"is {size:,} bytes, past the 64 MiB ({OBJECT_SIZE_MAX:,} bytes) a raw "
                                            "file may hold: deliver the day's lines as several batches "
                                            "(raw/partition=D/<extraction_batch>.json)")
+        largest = max(largest, size)
+    return buffer_for(largest)
 
 
 def later_batches(raw_dir: Path, partition: str) -> list[Path]:
@@ -191,13 +201,14 @@ def head_manifest(path: Path) -> str | None:
     return text[start.end():end]
 
 
-def manifests(con: duckdb.DuckDBPyConnection, files: list[Path]) -> dict[str, str]:
+def manifests(con: duckdb.DuckDBPyConnection, files: list[Path], max_object_size: int | None = None) -> dict[str, str]:
     """Each file's manifest header as JSON text (None for a document without one): from its head where the manifest
     comes first (head_manifest), else read by DuckDB from the whole document."""
     heads = {str(path): text for path in files for text in [head_manifest(path)] if text is not None}
     rest = [str(path) for path in files if str(path) not in heads]
     if rest:
-        heads.update(dict(con.execute(sql.text("raw_manifests"), read_params(map(Path, rest))).fetchall()))
+        heads.update(dict(con.execute(sql.text("raw_manifests"),
+                                      read_params(map(Path, rest), max_object_size)).fetchall()))
     return heads
 
 
@@ -357,10 +368,10 @@ def load_window(con: duckdb.DuckDBPyConnection, raw_dir: Path, window: Window,
     con.execute(sql.text("raw_lines_table"))
     headers: dict[str, str] = {}
     if parse:
-        sized(parse)
+        buffer = sized(parse)
         try:
-            headers = manifests(con, list(parse))
-            con.execute(f"insert into candidate.raw_lines by name {sql.text('raw_lines')}", read_params(parse))
+            headers = manifests(con, list(parse), buffer)
+            con.execute(f"insert into candidate.raw_lines by name {sql.text('raw_lines')}", read_params(parse, buffer))
         except duckdb.Error as exc:
             raise _explain_parse_failure(con, parse, exc) from exc
     out = []

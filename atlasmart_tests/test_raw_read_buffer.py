@@ -66,3 +66,15 @@ def test_a_file_past_64_mib_is_refused_naming_it_and_nothing_changes(env, instan
         text = state.failure_text(result)
         assert str(path) in text and DAY in text and "67,108,865 bytes, past the 64 MiB" in text, text
         assert state.snapshot(env) == before
+
+
+def test_the_size_check_gives_the_buffer_and_refuses_what_it_cannot_look_at(tmp_path: Path) -> None:
+    small, large = tmp_path / "small.json", tmp_path / "large.json"
+    small.write_text("{}")
+    with large.open("wb") as fh:
+        fh.truncate(20 * MiB)
+    assert raw_files.sized({small: DAY, large: DAY}) == raw_files.object_size([small, large]) == 32 * MiB
+    gone = tmp_path / "gone.json"
+    with pytest.raises(raw_files.RawInputError) as refused:
+        raw_files.sized({small: DAY, gone: DAY})
+    assert refused.value.path == gone and refused.value.partition == DAY and "cannot be read" in str(refused.value)
