@@ -158,10 +158,13 @@ def _chain_runs(args: argparse.Namespace) -> dict[str, Any]:
             "max_s": max(walls), "all_success": all(r["success"] for r in runs)}
 
 
+# The raw files read as the parse reads them (raw_files.read_params): as documents, whatever their line breaks, with
+# a buffer sized to the largest file. Until this release the floor read 'auto' with a 1 GB buffer: 8.6-8.7 s against
+# 5.4-6.4 s for the year, a floor about 40 % above what DuckDB's read of the files needs.
 FLOOR_SQL = """
 with docs as (
     select manifest.partition as partition_date, lines
-    from read_json($files, format = 'auto', maximum_object_size = 1073741824,
+    from read_json($files, format = 'unstructured', maximum_object_size = $max_object_size,
         columns = {manifest: 'struct(partition varchar)',
                    lines: 'struct(line_id varchar, order_id varchar, quantity bigint, unit_price decimal(18, 2),
                                   unit_cost decimal(18, 2), source_sequence bigint)[]'})
@@ -195,9 +198,12 @@ def _floor(args: argparse.Namespace) -> dict[str, Any]:
     first, last = dt.date.fromisoformat(args.start), dt.date.fromisoformat(args.end)
     files = [str(raw / f"partition={(first + dt.timedelta(days=k)).isoformat()}.json")
              for k in range((last - first).days + 1)]
+    from atlasmart_assets.raw_files import object_size
+
+    buffer = object_size(map(Path, files))
     t0 = time.perf_counter()
     con = duckdb.connect()
-    rows = con.execute(FLOOR_SQL, {"files": files}).fetchall()
+    rows = con.execute(FLOOR_SQL, {"files": files, "max_object_size": buffer}).fetchall()
     con.close()
     wall = time.perf_counter() - t0
     # The floor must compute what the manifests say, or it is not a floor of the same work.
