@@ -249,7 +249,10 @@ def _mistyped(line: dict[str, Any]) -> str | None:
 def _explain_parse_failure(con: duckdb.DuckDBPyConnection, paths: dict[Path, str],
                            error: Exception) -> RawInputError:
     for path, key in paths.items():
-        data = path.read_bytes()
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            return RawInputError(path, key, f"cannot be read: {exc.strerror or exc}")
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:

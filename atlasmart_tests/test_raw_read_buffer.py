@@ -78,3 +78,13 @@ def test_the_size_check_gives_the_buffer_and_refuses_what_it_cannot_look_at(tmp_
     with pytest.raises(raw_files.RawInputError) as refused:
         raw_files.sized({small: DAY, gone: DAY})
     assert refused.value.path == gone and refused.value.partition == DAY and "cannot be read" in str(refused.value)
+
+
+def test_a_file_gone_before_a_failed_read_is_explained_is_refused_naming_it(tmp_path: Path) -> None:
+    """A batch removed after its size was taken (raw must never be removed) fails DuckDB's read; the explanation
+    names it as unreadable instead of failing on it."""
+    import duckdb
+
+    gone = tmp_path / "partition=2026-09-19.json"
+    refused = raw_files._explain_parse_failure(duckdb.connect(), {gone: DAY}, duckdb.IOException("no such file"))
+    assert refused.path == gone and refused.partition == DAY and "cannot be read" in refused.problem
