@@ -1,5 +1,6 @@
-"""DuckDB's JSON reader buffers one whole raw document: the buffer is sized to the largest file read, any file of
-up to 64 MiB loads, and a larger one is refused naming it before anything is read or written."""
+"""DuckDB's JSON reader refuses a document larger than its buffer (maximum_object_size): the buffer is sized to the
+largest file read, any file of up to 64 MiB loads, and a larger one is refused naming it before anything is read or
+written."""
 
 import json
 from pathlib import Path
@@ -15,14 +16,15 @@ MiB = 1 << 20
 
 
 def _pad(path: Path, size: int) -> dict:
-    """The day's document unchanged but for whitespace before its lines, to `size` bytes (still one valid document:
-    the same manifest, the same lines)."""
-    text = path.read_text()
-    doc = json.loads(text)
-    head, sep, tail = text.partition('"lines":')
-    assert sep, "the shipped document has its lines after the manifest"
-    path.write_text(head + sep + " " * (size - len(text.encode())) + tail)
-    assert path.stat().st_size == size and json.loads(path.read_text()) == doc
+    """The day's document grown to `size` bytes by a field the read does not take (`note`, on its last line), on one
+    line: the same manifest, the same lines as read. Whitespace would not do: DuckDB reads a document padded with it
+    past its buffer (a 16 MiB + 1 file so padded loaded with a 16 MiB buffer), so such a test could not fail."""
+    doc = json.loads(path.read_text())
+    doc["lines"][-1]["note"] = ""
+    doc["lines"][-1]["note"] = "x" * (size - len(json.dumps(doc).encode()))
+    path.write_text(json.dumps(doc))
+    assert path.stat().st_size == size
+    del doc["lines"][-1]["note"]
     return doc
 
 
