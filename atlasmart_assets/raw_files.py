@@ -38,6 +38,11 @@ class RawInputError(Exception):
         return type(self), (self.path, self.partition, self.problem), self.__dict__
 
 
+def unreadable(path: Path, partition: str, exc: OSError) -> RawInputError:
+    """The refusal of a raw file the system would not let us read (gone, a directory, no permission)."""
+    return RawInputError(path, partition, f"cannot be read: {exc.strerror or exc}")
+
+
 @dataclass(frozen=True)
 class RawFile:
     """One landing batch of one day: the flat `partition=D.json` (the first, read as a snapshot) or a later
@@ -99,7 +104,7 @@ def fingerprints(paths: dict[Path, str], threads: int | None = None) -> dict[Pat
         try:
             return sha256_of(path)
         except OSError as exc:
-            raise RawInputError(path, paths[path], f"cannot be read: {exc.strerror or exc}") from exc
+            raise unreadable(path, paths[path], exc) from exc
 
     with ThreadPoolExecutor(max_workers=max(1, threads or os.cpu_count() or 1)) as pool:
         return dict(zip(paths, pool.map(one, paths)))
@@ -142,7 +147,7 @@ def sized(paths: Mapping[Path, str]) -> int:
         try:
             size = path.stat().st_size
         except OSError as exc:
-            raise RawInputError(path, key, f"cannot be read: {exc.strerror or exc}") from exc
+            raise unreadable(path, key, exc) from exc
         if size > OBJECT_SIZE_MAX:
             raise RawInputError(path, key, f"is {size:,} bytes, past the 64 MiB ({OBJECT_SIZE_MAX:,} bytes) a raw "
                                            "file may hold: deliver the day's lines as several batches "
@@ -252,7 +257,7 @@ def _explain_parse_failure(con: duckdb.DuckDBPyConnection, paths: dict[Path, str
         try:
             data = path.read_bytes()
         except OSError as exc:
-            return RawInputError(path, key, f"cannot be read: {exc.strerror or exc}")
+            return unreadable(path, key, exc)
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
