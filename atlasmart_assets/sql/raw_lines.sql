@@ -5,8 +5,8 @@
 -- that is not JSON at all fails the read. A manifest partition that is not a date reads as null: the manifest's
 -- own check names it. $max_object_size: DuckDB's buffer for one document, sized to the largest file read
 -- (raw_files.read_params). A file is one document or several, never an array of them: 'unstructured' reads
--- documents whatever their line breaks, where 'auto' would take a top-level array for records (and spend a
--- ninth of the read detecting the format: a year's read 5.8 s against 6.7 s).
+-- documents whatever their line breaks, where 'auto' would take a top-level array for records (and read
+-- slower: a year's read 5.8 s against 6.7 s).
 with docs as (
     select
         filename,
