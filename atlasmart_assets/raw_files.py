@@ -19,11 +19,18 @@ import duckdb
 from atlasmart_assets import candidates, sql
 from atlasmart_assets.contract import BATCH_NAME, CONTROL_NAMES
 from atlasmart_assets.event_budget import cut_text
+from atlasmart_assets.warehouse.rows import create_table
 from atlasmart_assets.window import Window
 
 MANIFEST_FIELDS = ("partition", "source", "schema_version", "extraction_batch", "source_high_sequence", "records", "controls")
 REQUIRED_FIELDS = ("line_id", "order_id", "customer_id", "sku", "quantity", "unit_price", "unit_cost", "event_time",
                    "source_sequence")
+
+# The scratch's tables of the window's batches (the merge reads them).
+BATCH_COLUMNS = (("partition_date", "date"), ("batch_id", "varchar"), ("file", "varchar"), ("kind", "varchar"),
+                 ("source_high_sequence", "bigint"), ("records", "bigint"), ("controls", "varchar"),
+                 ("extracted_at", "varchar"), ("sha256", "varchar"))
+REUSED_COLUMNS = (("partition_date", "date"), ("batch_id", "varchar"), ("file", "varchar"))
 
 
 class RawInputError(Exception):
@@ -395,20 +402,14 @@ def load_window(con: duckdb.DuckDBPyConnection, raw_dir: Path, window: Window,
         if other != rf.path:
             raise RawInputError(rf.path, rf.partition, f"extraction_batch {rf.batch_id!r} is also {other}")
     record_batches(con, out)
-    con.execute("create or replace table candidate.reused_batches (partition_date date, batch_id varchar, "
-                "file varchar)")
-    if reused:
-        con.executemany("insert into candidate.reused_batches values (?, ?, ?)",
-                        [(dt.date.fromisoformat(f.partition), f.batch_id, str(f.path)) for f in reused.values()])
+    create_table(con, "candidate.reused_batches", REUSED_COLUMNS,
+                 [(dt.date.fromisoformat(f.partition), f.batch_id, str(f.path)) for f in reused.values()])
     return out
 
 
 def record_batches(con: duckdb.DuckDBPyConnection, files: list[RawFile]) -> None:
     """candidate.raw_batches: the window's batches as the merge reads them."""
-    con.execute("create or replace table candidate.raw_batches (partition_date date, batch_id varchar, file varchar, "
-                "kind varchar, source_high_sequence bigint, records bigint, controls varchar, extracted_at varchar, "
-                "sha256 varchar)")
-    con.executemany("insert into candidate.raw_batches values (?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+    create_table(con, "candidate.raw_batches", BATCH_COLUMNS, [
         (dt.date.fromisoformat(f.partition), f.batch_id, str(f.path), f.kind, f.high_sequence, f.manifest["records"],
          json.dumps(f.controls), f.manifest.get("extracted_at"), f.sha256) for f in files])
 

@@ -28,8 +28,11 @@ from atlasmart_assets.warehouse.connection import (
     hand_over,
     preemptible_hold,
 )
+from atlasmart_assets.warehouse.rows import create_table
 from atlasmart_assets.window import Window
 
+# The batches a chunk of the append loads (a temp table its delete and insert join).
+LOADING_COLUMNS = (("partition_date", "date"), ("extraction_batch", "varchar"))
 FILE_READABLE = "raw_order_lines_file_readable"
 REQUIRED_FIELDS = "raw_order_lines_required_fields_present"
 VALUES_VALID = "raw_order_lines_values_valid"
@@ -221,9 +224,8 @@ def _append(wh: Warehouse, run_id: str, to_load: list[RawFile], stats: LockStats
     def hold() -> Iterator[duckdb.DuckDBPyConnection]:
         with wh.writer(stats) as wcon:
             attach(wcon, wh.scratch_path(run_id), "s")
-            wcon.execute("create or replace temp table loading (partition_date date, extraction_batch varchar)")
-            wcon.executemany("insert into loading values (?, ?)",
-                             [(dt.date.fromisoformat(f.partition), f.batch_id) for f in to_load])
+            create_table(wcon, "loading", LOADING_COLUMNS,
+                         [(dt.date.fromisoformat(f.partition), f.batch_id) for f in to_load], temp=True)
             yield wcon
 
     # The range lets both statements skip the row groups of other days (min/max per row group), instead of

@@ -10,9 +10,8 @@ from dataclasses import dataclass
 from typing import Any, Collection
 
 import duckdb
-import pandas as pd
-
 from atlasmart_assets.scope import RunInfo
+from atlasmart_assets.warehouse.rows import create_table, insert_rows, typed_rows
 from atlasmart_assets.window import Window
 
 STAGED_COLUMNS = ("partition_date", "line_id", "order_id", "customer_id", "country", "tier", "sku", "quantity",
@@ -165,12 +164,23 @@ def loaded_batches(con: duckdb.DuckDBPyConnection, window: Window) -> dict[tuple
     return {(row[0].isoformat(), row[1]): dict(zip(names, row)) for row in cur.fetchall()}
 
 
+BATCH_COLUMNS = (("partition_date", "date"), ("batch_id", "varchar"), ("file", "varchar"), ("sha256", "varchar"),
+                 ("kind", "varchar"), ("source_high_sequence", "bigint"), ("extracted_at", "varchar"),
+                 ("records", "bigint"), ("controls", "varchar"), ("first_run_id", "varchar"))
+
+
 def record_batches(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]]) -> None:
-    """First sighting of each landing batch: the sha256 every later load must match."""
-    for r in rows:
-        con.execute(
-            "insert into raw.batches values ($partition_date, $batch_id, $file, $sha256, $kind, $source_high_sequence, "
-            "$extracted_at, $records, $controls, now(), $run_id) on conflict do nothing", r)
+    """First sighting of each landing batch: the sha256 every later load must match (a batch recorded already
+    keeps its first row)."""
+    row_values = [(dt.date.fromisoformat(r["partition_date"]), r["batch_id"], r["file"], r["sha256"], r["kind"],
+                   r["source_high_sequence"], r["extracted_at"], r["records"], r["controls"], r["run_id"])
+                  for r in rows]
+    if not row_values:
+        return
+    names = ", ".join(c for c, _ in BATCH_COLUMNS)
+    with typed_rows(con, BATCH_COLUMNS, row_values) as select:
+        con.execute(f"insert into raw.batches ({names}, first_loaded_at) select *, now() from ({select}) "
+                    "on conflict do nothing")
 
 
 # The ledger's columns a publish writes, each with its type (seq and published_at come from the database).
@@ -204,15 +214,10 @@ def write_rows(con: duckdb.DuckDBPyConnection, pub_id: str, kind: str, run: RunI
             json.dumps(list(cand.requests_applied))))
     if not rows:
         return
-    # object columns: DuckDB types each from its Python values (None stays NULL, not NaN), then the casts decide.
-    con.register("ledger_rows", pd.DataFrame(rows, columns=[c for c, _ in LEDGER_COLUMNS], dtype=object))
-    try:
-        names = ", ".join(c for c, _ in LEDGER_COLUMNS)
-        typed = ", ".join(f"cast({c} as {t})" for c, t in LEDGER_COLUMNS)
+    names = ", ".join(c for c, _ in LEDGER_COLUMNS)
+    with typed_rows(con, LEDGER_COLUMNS, rows) as select:
         con.execute(f"insert into audit.publications (seq, published_at, {names}) "
-                    f"select nextval('audit.publication_seq'), now(), {typed} from ledger_rows order by partition_date")
-    finally:
-        con.unregister("ledger_rows")
+                    f"select nextval('audit.publication_seq'), now(), * from ({select}) order by partition_date")
 
 
 def reused(before: dict[str, Current], after: dict[str, DayCandidate]) -> dict[str, str]:
@@ -222,19 +227,23 @@ def reused(before: dict[str, Current], after: dict[str, DayCandidate]) -> dict[s
             if c.fingerprint is not None and p in before and before[p].fingerprint == c.fingerprint}
 
 
+DAY_VERSION_COLUMNS = (("partition_date", "date"), ("publication_id", "varchar"), ("stored_as", "varchar"),
+                       ("fingerprint", "varchar"))
+VERSION_COLUMNS = (("partition_date", "date"), ("publication_id", "varchar"))
+
+
 def record_storage(con: duckdb.DuckDBPyConnection, pub_id: str, after: dict[str, DayCandidate],
                    reuse: dict[str, str]) -> None:
     """Where each day of `pub_id` is stored (its own rows, or the ones `reuse` names) and its fingerprint."""
-    con.executemany("insert into audit.day_versions values (?, ?, ?, ?)",
-                    [(dt.date.fromisoformat(p), pub_id, reuse.get(p, pub_id), c.fingerprint)
-                     for p, c in sorted(after.items())])
+    insert_rows(con, "audit.day_versions", DAY_VERSION_COLUMNS,
+                [(dt.date.fromisoformat(p), pub_id, reuse.get(p, pub_id), c.fingerprint)
+                 for p, c in sorted(after.items())])
 
 
 def versions_table(con: duckdb.DuckDBPyConnection, name: str, versions: dict[str, str]) -> None:
     """A temp table (partition_date, publication_id) naming one version per partition."""
-    con.execute(f"create or replace temp table {name} (partition_date date, publication_id varchar)")
-    con.executemany(f"insert into {name} values (?, ?)",
-                    [(dt.date.fromisoformat(p), v) for p, v in versions.items()])
+    create_table(con, name, VERSION_COLUMNS, [(dt.date.fromisoformat(p), v) for p, v in versions.items()],
+                 temp=True)
 
 
 def number_version(con: duckdb.DuckDBPyConnection, pub_id: str) -> int:
