@@ -19,7 +19,6 @@ from atlasmart_assets.assets.common import (
     step_capacity,
 )
 from atlasmart_assets.assets.raw import customers, raw_order_lines
-from atlasmart_assets.change_chart import ChartAhead
 from atlasmart_assets.assets.schemas import FACT_SCHEMA, MART_SCHEMA, STAGED_SCHEMA
 from atlasmart_assets.contract import FCT_ORDER_LINES, OWNERS, REVENUE_DAILY, STAGED_ORDER_LINES
 from atlasmart_assets.extracts import file_name
@@ -28,6 +27,32 @@ from atlasmart_assets.partitions import daily_partitions
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import scope_of_context
 from atlasmart_assets.warehouse.ledger import Publication
+
+
+# One materialization event stays under 64 KiB: the chart is drawn coarser until its markdown fits in 48 KiB.
+MAX_CHART_BYTES = 48 * 1024
+
+
+def _chart(pub: Publication) -> str | None:
+    """The change as a markdown-embedded PNG (matplotlib costs a second to import: only changes are drawn)."""
+    from atlasmart_assets import chart
+
+    days = sorted(pub.after)
+    before = [pub.before.get(d) for d in days]
+    after = [pub.after[d] for d in days]
+    panels = {
+        "rows": ([b.rows if b else None for b in before], [a.rows for a in after]),
+        "gmv": ([b.controls[3] if b else None for b in before], [a.controls[3] for a in after]),
+        "cost": ([b.controls[4] if b else None for b in before], [a.controls[4] for a in after]),
+    }
+    alt = "rows, gmv and cost before/after"
+    title, unit = f"Publication {pub.publication_id} ({pub.window}): before vs after", "day"
+    if len(days) > chart.DENSE_DAYS:
+        days, panels = chart.weekly(days, panels)
+        title, unit, alt = f"{title}, mean per day of each week", "week", f"{alt}, weekly means"
+    # base64 takes 4 bytes per 3, plus the markdown around it.
+    png = chart.fitting_png(days, panels, title, max_bytes=(MAX_CHART_BYTES - len(alt) - 40) * 3 // 4, unit=unit)
+    return chart.markdown_image(png, alt) if png else None
 
 
 def _day_metadata(pub: Publication, day: str) -> dict[str, Any]:
@@ -81,14 +106,8 @@ def correction_asset(context: dg.AssetExecutionContext,
     scope.enforce_fence()
     warehouse.prune_scratch(SCRATCH_MAX_AGE_S)
     cap = step_capacity(context, warehouse, scope)
-    charts = ChartAhead()
-    try:
-        outcome = correction.correct(warehouse, scope, _is_finished(context.instance), cap.threads,
-                                     log=context.log.info, give_way=cap.give_way, lowered=cap.lowered,
-                                     publishing=charts.start)
-    except BaseException:
-        charts.close()
-        raise
+    outcome = correction.correct(warehouse, scope, _is_finished(context.instance), cap.threads, log=context.log.info,
+                                 give_way=cap.give_way, lowered=cap.lowered)
     yield from (check_result(a) for a in outcome.audits)
     refuse(str(scope.window), outcome.audits)
     pub = outcome.publication
@@ -106,12 +125,10 @@ def correction_asset(context: dg.AssetExecutionContext,
                                     "extract": dg.MetadataValue.path(str(cfg.published_dir / file_name(day)))},
                                    asset_key=list(REVENUE_DAILY), partition_key=day)
     try:
-        image = charts.image(pub)
+        image = _chart(pub) if pub.changed else None
     except Exception as exc:  # noqa: BLE001 - the publication is committed; a chart must never fail it
         context.log.warning(f"change chart not drawn: {type(exc).__name__}: {exc}")
         image = None
-    finally:
-        charts.close()
     # The run's own figures (publication, notice, chart) go once, on the newest day's event: Dagster copies a ranged
     # MaterializeResult's metadata into every partition's event, which grows the event log with days x days.
     newest = max(pub.after)
