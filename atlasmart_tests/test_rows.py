@@ -34,6 +34,13 @@ def test_rows_are_typed_as_the_table_says_and_null_stays_null(tmp_path: Path) ->
                        "order by ordinal_position").fetchall() == [("DATE",), ("VARCHAR",), ("BIGINT",),
                                                                     ("DECIMAL(18,2)",)]
     assert _registered(con) == []
+    create_table(con, "nulls", COLUMNS, [("2026-09-01", None, None, None), ("2026-09-02", None, None, None)])
+    assert con.execute("select count(*) from nulls where name is null and n is null and money is null").fetchone() \
+        == (2,), "a column of None only is NULL, whatever type DuckDB would give it"
+    text = "it's'); drop table t; --\x00"
+    create_table(con, "texts", (("s", "varchar"),), [(text,)])
+    assert con.execute("select s from texts").fetchone() == (text,) and con.execute("select count(*) from t").fetchone() \
+        == (3,), "a value is data, never SQL"
 
 
 def test_a_conflict_keeps_the_row_already_there_and_no_rows_change_nothing(tmp_path: Path) -> None:

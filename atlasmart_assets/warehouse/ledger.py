@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Collection
 
 import duckdb
+
 from atlasmart_assets.scope import RunInfo
 from atlasmart_assets.warehouse.rows import create_table, insert_rows, typed_rows
 from atlasmart_assets.window import Window
