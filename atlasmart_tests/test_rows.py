@@ -83,3 +83,16 @@ def test_each_landing_batch_is_recorded_once_as_first_loaded(env, instance) -> N
         assert json.loads(controls) == [manifest["controls"][k] for k in
                                         ("lines", "orders", "units", "gmv", "cost", "gross_profit")]
         assert run_id == first.run_id, "a batch seen again keeps its first sighting"
+
+
+def test_a_refused_insert_inside_a_transaction_raises_its_own_error(tmp_path: Path) -> None:
+    """Inside a transaction a refused insert aborts it: the error raised is the refusal (a duplicate key here),
+    not the aborted transaction's refusal to unregister the frame."""
+    con = duckdb.connect(str(tmp_path / "t.duckdb"))
+    con.execute("create table k (day date, name varchar, n bigint, money decimal(18, 2), primary key (day, name))")
+    insert_rows(con, "k", COLUMNS, [("2026-09-01", "a", 1, 1)])
+    con.execute("begin transaction")
+    with pytest.raises(duckdb.ConstraintException, match="Duplicate key"):
+        insert_rows(con, "k", COLUMNS, [("2026-09-01", "a", 2, 2)])
+    con.execute("rollback")
+    assert _registered(con) == [] and con.execute("select n from k").fetchall() == [(1,)]

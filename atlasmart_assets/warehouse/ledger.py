@@ -216,6 +216,7 @@ def write_rows(con: duckdb.DuckDBPyConnection, pub_id: str, kind: str, run: RunI
     if not rows:
         return
     names = ", ".join(c for c, _ in LEDGER_COLUMNS)
+    # nextval numbers the rows as they are read, not in the order by's order: they are built in partition order.
     with typed_rows(con, LEDGER_COLUMNS, rows) as select:
         con.execute(f"insert into audit.publications (seq, published_at, {names}) "
                     f"select nextval('audit.publication_seq'), now(), * from ({select}) order by partition_date")

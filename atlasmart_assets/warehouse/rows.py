@@ -21,20 +21,24 @@ def typed_rows(con: duckdb.DuckDBPyConnection, columns: Columns,
                rows: Sequence[Sequence[Any]]) -> Iterator[str]:
     """A select of `rows` with each column cast to its type, for the statements run inside the block (the frame is
     registered on `con` only while the block runs). Object columns: DuckDB types each from its Python values (None
-    stays NULL, not NaN), then the casts decide."""
+    stays NULL, not NaN), then the casts decide. Callers pass values of their column's type: a float NaN would read
+    as NULL, and a column mixing large integers with floats would read as doubles."""
     name = f"_rows_{next(_names)}"
     frame = pd.DataFrame([tuple(row) for row in rows], columns=[c for c, _ in columns], dtype=object)
     con.register(name, frame)
     try:
         yield "select " + ", ".join(f"cast({c} as {t}) as {c}" for c, t in columns) + f" from {name}"
     finally:
-        con.unregister(name)
+        # A statement refused inside a transaction aborts it, and the unregister is refused too: the refusal is
+        # the error to raise, and the rollback drops the registration.
+        with contextlib.suppress(duckdb.TransactionException):
+            con.unregister(name)
 
 
 def insert_rows(con: duckdb.DuckDBPyConnection, table: str, columns: Columns, rows: Sequence[Sequence[Any]],
            suffix: str = "") -> None:
     """Insert `rows` (in `columns`' order) into `table`'s columns of those names, in one statement; `suffix` ends
-    it (e.g. `on conflict do nothing`)."""
+    it (e.g. `on conflict do nothing`). No rows, nothing written."""
     if not rows:
         return
     names = ", ".join(c for c, _ in columns)
