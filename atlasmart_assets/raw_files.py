@@ -27,9 +27,9 @@ REQUIRED_FIELDS = ("line_id", "order_id", "customer_id", "sku", "quantity", "uni
                    "source_sequence")
 
 # The scratch's tables of the window's batches (the merge reads them).
-BATCH_COLUMNS = (("partition_date", "date"), ("batch_id", "varchar"), ("file", "varchar"), ("kind", "varchar"),
-                 ("source_high_sequence", "bigint"), ("records", "bigint"), ("controls", "varchar"),
-                 ("extracted_at", "varchar"), ("sha256", "varchar"))
+SCRATCH_BATCHES_COLUMNS = (("partition_date", "date"), ("batch_id", "varchar"), ("file", "varchar"),
+                           ("kind", "varchar"), ("source_high_sequence", "bigint"), ("records", "bigint"),
+                           ("controls", "varchar"), ("extracted_at", "varchar"), ("sha256", "varchar"))
 REUSED_COLUMNS = (("partition_date", "date"), ("batch_id", "varchar"), ("file", "varchar"))
 
 
@@ -409,7 +409,7 @@ def load_window(con: duckdb.DuckDBPyConnection, raw_dir: Path, window: Window,
 
 def record_batches(con: duckdb.DuckDBPyConnection, files: list[RawFile]) -> None:
     """candidate.raw_batches: the window's batches as the merge reads them."""
-    create_table(con, "candidate.raw_batches", BATCH_COLUMNS, [
+    create_table(con, "candidate.raw_batches", SCRATCH_BATCHES_COLUMNS, [
         (dt.date.fromisoformat(f.partition), f.batch_id, str(f.path), f.kind, f.high_sequence, f.manifest["records"],
          json.dumps(f.controls), f.manifest.get("extracted_at"), f.sha256) for f in files])
 

@@ -12,7 +12,7 @@ from typing import Any, Collection
 import duckdb
 
 from atlasmart_assets.scope import RunInfo
-from atlasmart_assets.warehouse.rows import create_table, insert_rows, typed_rows
+from atlasmart_assets.warehouse.rows import create_table, insert_rows
 from atlasmart_assets.window import Window
 
 STAGED_COLUMNS = ("partition_date", "line_id", "order_id", "customer_id", "country", "tier", "sku", "quantity",
@@ -165,23 +165,19 @@ def loaded_batches(con: duckdb.DuckDBPyConnection, window: Window) -> dict[tuple
     return {(row[0].isoformat(), row[1]): dict(zip(names, row)) for row in cur.fetchall()}
 
 
-BATCH_COLUMNS = (("partition_date", "date"), ("batch_id", "varchar"), ("file", "varchar"), ("sha256", "varchar"),
-                 ("kind", "varchar"), ("source_high_sequence", "bigint"), ("extracted_at", "varchar"),
-                 ("records", "bigint"), ("controls", "varchar"), ("first_run_id", "varchar"))
+RAW_BATCHES_COLUMNS = (("partition_date", "date"), ("batch_id", "varchar"), ("file", "varchar"), ("sha256", "varchar"),
+                       ("kind", "varchar"), ("source_high_sequence", "bigint"), ("extracted_at", "varchar"),
+                       ("records", "bigint"), ("controls", "varchar"), ("first_run_id", "varchar"))
 
 
 def record_batches(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]]) -> None:
     """First sighting of each landing batch: the sha256 every later load must match (a batch recorded already
     keeps its first row)."""
-    row_values = [(dt.date.fromisoformat(r["partition_date"]), r["batch_id"], r["file"], r["sha256"], r["kind"],
-                   r["source_high_sequence"], r["extracted_at"], r["records"], r["controls"], r["run_id"])
-                  for r in rows]
-    if not row_values:
-        return
-    names = ", ".join(c for c, _ in BATCH_COLUMNS)
-    with typed_rows(con, BATCH_COLUMNS, row_values) as select:
-        con.execute(f"insert into raw.batches ({names}, first_loaded_at) select *, now() from ({select}) "
-                    "on conflict do nothing")
+    insert_rows(con, "raw.batches", RAW_BATCHES_COLUMNS,
+                [(dt.date.fromisoformat(r["partition_date"]), r["batch_id"], r["file"], r["sha256"], r["kind"],
+                  r["source_high_sequence"], r["extracted_at"], r["records"], r["controls"], r["run_id"])
+                 for r in rows],
+                "on conflict do nothing", computed=(("first_loaded_at", "now()"),))
 
 
 # The ledger's columns a publish writes, each with its type (seq and published_at come from the database).
@@ -213,13 +209,9 @@ def write_rows(con: duckdb.DuckDBPyConnection, pub_id: str, kind: str, run: RunI
             cand.dimension_version,
             json.dumps(list(cand.dimension_batches)) if cand.dimension_batches else None,
             json.dumps(list(cand.requests_applied))))
-    if not rows:
-        return
-    names = ", ".join(c for c, _ in LEDGER_COLUMNS)
     # nextval numbers the rows as they are read, not in the order by's order: they are built in partition order.
-    with typed_rows(con, LEDGER_COLUMNS, rows) as select:
-        con.execute(f"insert into audit.publications (seq, published_at, {names}) "
-                    f"select nextval('audit.publication_seq'), now(), * from ({select}) order by partition_date")
+    insert_rows(con, "audit.publications", LEDGER_COLUMNS, rows, "order by partition_date",
+                computed=(("seq", "nextval('audit.publication_seq')"), ("published_at", "now()")))
 
 
 def reused(before: dict[str, Current], after: dict[str, DayCandidate]) -> dict[str, str]:

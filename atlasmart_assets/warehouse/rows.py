@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 import duckdb
 import pandas as pd
@@ -16,34 +16,28 @@ Columns = Sequence[tuple[str, str]]  # (name, DuckDB type)
 _names = itertools.count()
 
 
-@contextlib.contextmanager
-def typed_rows(con: duckdb.DuckDBPyConnection, columns: Columns,
-               rows: Sequence[Sequence[Any]]) -> Iterator[str]:
-    """A select of `rows` with each column cast to its type, for the statements run inside the block (the frame is
-    registered on `con` only while the block runs). Object columns: DuckDB types each from its Python values (None
-    stays NULL, not NaN), then the casts decide. Callers pass values of their column's type: a float NaN would read
-    as NULL, and a column mixing large integers with floats would read as doubles."""
+def insert_rows(con: duckdb.DuckDBPyConnection, table: str, columns: Columns, rows: Sequence[Sequence[Any]],
+                suffix: str = "", computed: Sequence[tuple[str, str]] = ()) -> None:
+    """Insert `rows` (in `columns`' order) into `table`'s columns of those names, in one statement, each value cast
+    to its column's type; `computed` adds (column, SQL expression) pairs (e.g. `now()`), `suffix` ends the statement
+    (e.g. `on conflict do nothing`, `order by ...`). No rows, nothing written.
+
+    The rows are a frame registered on `con` for the statement only. Object columns: DuckDB types each from its
+    Python values (None stays NULL, not NaN), then the casts decide. Callers pass values of their column's type: a
+    float NaN would read as NULL, and a column mixing large integers with floats would read as doubles."""
+    if not rows:
+        return
     name = f"_rows_{next(_names)}"
-    frame = pd.DataFrame([tuple(row) for row in rows], columns=[c for c, _ in columns], dtype=object)
-    con.register(name, frame)
+    con.register(name, pd.DataFrame([tuple(row) for row in rows], columns=[c for c, _ in columns], dtype=object))
     try:
-        yield "select " + ", ".join(f"cast({c} as {t}) as {c}" for c, t in columns) + f" from {name}"
+        names = ", ".join([c for c, _ in columns] + [c for c, _ in computed])
+        values = ", ".join([f"cast({c} as {t})" for c, t in columns] + [expr for _, expr in computed])
+        con.execute(f"insert into {table} ({names}) select {values} from {name} {suffix}")
     finally:
         # A statement refused inside a transaction aborts it, and the unregister is refused too: the refusal is
         # the error to raise, and the rollback drops the registration.
         with contextlib.suppress(duckdb.TransactionException):
             con.unregister(name)
-
-
-def insert_rows(con: duckdb.DuckDBPyConnection, table: str, columns: Columns, rows: Sequence[Sequence[Any]],
-           suffix: str = "") -> None:
-    """Insert `rows` (in `columns`' order) into `table`'s columns of those names, in one statement; `suffix` ends
-    it (e.g. `on conflict do nothing`). No rows, nothing written."""
-    if not rows:
-        return
-    names = ", ".join(c for c, _ in columns)
-    with typed_rows(con, columns, rows) as select:
-        con.execute(f"insert into {table} ({names}) {select} {suffix}")
 
 
 def create_table(con: duckdb.DuckDBPyConnection, table: str, columns: Columns, rows: Sequence[Sequence[Any]] = (),
