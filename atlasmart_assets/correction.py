@@ -224,25 +224,32 @@ def release_window(wh: Warehouse, run_id: str, stats: LockStats | None = None) -
 
 
 def _evidence(wh: Warehouse, scope: RunScope, threads: int | None, ref: reference.Reference,
-              need_raw: bool) -> tuple[dict[str, candidates.Evidence], set[str]]:
-    """The evidence each day of the window reads (merged in scratch if the raw step did not), and the days with a
-    record a deletion request names (no warehouse hold)."""
+              need_raw: bool) -> tuple[dict[str, candidates.Evidence], set[str], list[str]]:
+    """The evidence each day of the window reads (merged in scratch if the raw step did not), the days with a
+    record a deletion request names (no warehouse hold), and the days the raw step profiled where they are loaded
+    (their lines are not in the scratch; the caller finds their requested days there)."""
     con = wh.open_scratch(scope.run.run_id, threads)
     try:
         if need_raw:
             candidates.merge_evidence(con)
+        uncopied = ([] if need_raw or not has_table(con, "candidate", "uncopied_days") else
+                    [r[0].isoformat() for r in con.execute(f"select partition_date from {raw_load.UNCOPIED}").fetchall()])
         return (candidates.evidence(con, scope.window),
-                unchanged.requested_days(con, ref.deletion_keys, scope.window))
+                unchanged.requested_days(con, ref.deletion_keys, scope.window), uncopied)
     finally:
         con.close()
 
 
 def _build(wh: Warehouse, scope: RunScope, threads: int | None, ref: reference.Reference, days: list[str],
-           kept: unchanged.Kept, adjust_staged: Callable[[duckdb.DuckDBPyConnection], None] | None) -> None:
+           kept: unchanged.Kept, adjust_staged: Callable[[duckdb.DuckDBPyConnection], None] | None,
+           merge: bool) -> None:
     """The candidates of `days` in scratch (no warehouse hold); the mart candidate also takes the kept days'
-    published rows, so the one commit writes the window's mart as before."""
+    published rows, so the one commit writes the window's mart as before. `merge`: lines were added to the
+    scratch's evidence since its merge."""
     con = wh.open_scratch(scope.run.run_id, threads)
     try:
+        if merge:
+            candidates.merge_evidence(con)
         candidates.build_staged(con, ref.customers, ref.deletion_keys, scope.window, days)
         if adjust_staged is not None:
             adjust_staged(con)
@@ -340,10 +347,13 @@ def correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool],
         # The scratch work runs lowered for a backfill; the warehouse holds (the cross-day lookup, the publish)
         # are taken at the run's own priority, so today's load never waits on a lowered holder.
         scratch_work = lowered or capacity.Lowered()
-        evidence, requested = scratch_work.run(lambda: _evidence(wh, scope, threads, ref, need_raw))
+        evidence, requested, uncopied = scratch_work.run(lambda: _evidence(wh, scope, threads, ref, need_raw))
+        requested |= unchanged.requested_loaded_days(wh, run_id, ref.deletion_keys, uncopied, stats, give_way)
         kept = _keep(wh, scope, current, evidence, requested, ref, stats, give_way, adjust_staged is not None, read)
         built = [d for d in scope.window.keys if d not in kept.days]
-        scratch_work.run(lambda: _build(wh, scope, threads, ref, built, kept, adjust_staged))
+        # The days built whose lines the raw step left in the warehouse (it profiled them there) are copied now.
+        added = raw_load.copy_uncopied(wh, run_id, built, stats, give_way)
+        scratch_work.run(lambda: _build(wh, scope, threads, ref, built, kept, adjust_staged, added))
         new = _new_evidence(current, evidence, ref.dimension_version, built)
         # Until the audit says which days changed, a day read from the evidence its current version read is taken
         # to publish unchanged (a new deletion request or release may still change it).

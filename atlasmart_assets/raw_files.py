@@ -10,7 +10,7 @@ import json
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -440,12 +440,49 @@ def _foreign_lines(rf: RawFile, fig: Mapping[str, Any]) -> str | None:
             f"{rf.batch_id!r}): a raw file holds one document, its manifest and lines")
 
 
-def profile(con: duckdb.DuckDBPyConnection, raw_files: list[RawFile]) -> tuple[dict[str, dict[str, Any]], list[Finding]]:
-    """Per day figures of the merged evidence, and every shape, count, merge or control problem found in the
-    window's batches (each finding names the batch file that is wrong)."""
+@dataclass
+class Measures:
+    """What the profile reads off a set of batches' lines: per batch file its figures (raw_profile.sql), the
+    merge's conflicts (day, line_id, sequence, batches) and the merged controls per day (day_controls.sql). Those
+    of disjoint sets of days (the lines in the run's scratch, a chunk profiled where it is loaded) add up."""
+
+    by_file: dict[str, dict[str, Any]] = field(default_factory=dict)
+    conflicts: list[tuple[Any, ...]] = field(default_factory=list)
+    merged: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+
+    def add(self, other: Measures) -> None:
+        self.by_file.update(other.by_file)
+        self.conflicts.extend(other.conflicts)
+        self.merged.update(other.merged)
+
+
+def measure(con: duckdb.DuckDBPyConnection) -> Measures:
+    """The measures of the lines in `con`'s candidate.raw_lines, merged (candidates.merge_evidence leaves the merge
+    in `con`'s candidate schema for the build)."""
     cur = con.execute(sql.text("raw_profile"))
     names = [d[0] for d in cur.description]
     by_file = {row[0]: dict(zip(names, row)) for row in cur.fetchall()}
+    repeated = candidates.merge_evidence(con)
+    # Two records of one key and sequence are two records of one key: with no key repeated, nothing to compare.
+    conflicts = con.execute(sql.text("merge_conflicts")).fetchall() if repeated else []
+    merged = {r[0].isoformat(): r[1:] for r in con.execute(sql.text("day_controls")).fetchall()}
+    return Measures(by_file, conflicts, merged)
+
+
+def profile(con: duckdb.DuckDBPyConnection, raw_files: list[RawFile],
+            elsewhere: Measures | None = None) -> tuple[dict[str, dict[str, Any]], list[Finding]]:
+    """Per day figures of the merged evidence, and every shape, count, merge or control problem found in the
+    window's batches (each finding names the batch file that is wrong). The lines are those of `con`'s
+    candidate.raw_lines; `elsewhere`: the measures of the days whose lines were profiled where they are loaded."""
+    found = measure(con)
+    if elsewhere is not None:
+        found.add(elsewhere)
+    return assess(raw_files, found)
+
+
+def assess(raw_files: list[RawFile], found: Measures) -> tuple[dict[str, dict[str, Any]], list[Finding]]:
+    """Per day figures and the findings of the window's batches, from the measures of their lines."""
+    by_file = found.by_file
     findings: list[Finding] = []
     for rf in raw_files:
         fig = by_file.get(str(rf.path), {"records": 0})
@@ -464,16 +501,13 @@ def profile(con: duckdb.DuckDBPyConnection, raw_files: list[RawFile]) -> tuple[d
                                     f"manifest says records={rf.manifest['records']}, the batch holds "
                                     f"{fig.get('records', 0)} lines"))
     path_of = {(f.partition, f.batch_id): f.path for f in raw_files}
-    repeated = candidates.merge_evidence(con)
-    # Two records of one key and sequence are two records of one key: with no key repeated, nothing to compare.
-    conflicts = con.execute(sql.text("merge_conflicts")).fetchall() if repeated else []
-    for day, line_id, sequence, batches in conflicts:
+    for day, line_id, sequence, batches in found.conflicts:
         files = [str(path_of.get((day.isoformat(), b), b)) for b in batches]
         findings.append(Finding("raw_order_lines_merge_deterministic", day.isoformat(), Path(files[0]),
                                 f"line {line_id} at source_sequence {sequence} has different content in "
                                 f"{' and '.join(files) if len(files) > 1 else files[0] + ' (twice)'}: which one wins "
                                 "is not determined"))
-    merged = {r[0].isoformat(): r[1:] for r in con.execute(sql.text("day_controls")).fetchall()}
+    merged = found.merged
     figures: dict[str, dict[str, Any]] = {}
     for day, rf in sorted(target(raw_files).items()):
         got = merged.get(day)

@@ -108,12 +108,13 @@ def _parse(wh: Warehouse, scope: RunScope, threads: int | None,
         con.close()
 
 
-def _profile(wh: Warehouse, scope: RunScope, threads: int | None, files: list[RawFile],
-             progress: Progress) -> tuple[dict[str, dict[str, Any]], list[Finding]]:
-    """The window's records profiled and merged in the run's scratch (no warehouse hold)."""
+def _profile(wh: Warehouse, scope: RunScope, threads: int | None, files: list[RawFile], progress: Progress,
+             elsewhere: raw_files.Measures) -> tuple[dict[str, dict[str, Any]], list[Finding]]:
+    """The window's records in the run's scratch profiled and merged (no warehouse hold), with the measures of the
+    days profiled in place (`elsewhere`)."""
     con = wh.open_scratch(scope.run.run_id, threads)
     try:
-        figures, findings = raw_files.profile(con, files)
+        figures, findings = raw_files.profile(con, files, elsewhere)
         progress.done("profile", f"{sum(int(f['records']) for f in figures.values()):,} records, "
                                  f"{len(findings)} finding(s)")
         return figures, findings
@@ -160,6 +161,74 @@ def read_back(wh: Warehouse, run_id: str, days: list[str], stats: LockStats, giv
         con.close()
 
 
+# The days of the run's evidence whose lines the raw step profiled where they are loaded and did not copy into
+# the scratch's candidate.raw_lines: a correction copies those it builds (copy_uncopied).
+UNCOPIED = "candidate.uncopied_days"
+
+
+def profile_in_place(wh: Warehouse, run_id: str, files: list[RawFile], days: list[str], stats: LockStats,
+                     give_way: GiveWay | None) -> raw_files.Measures:
+    """The measures of `days`' lines (every batch of each one loaded from a byte-identical file), a chunk of days
+    at a time: its lines read from raw.order_lines in a short read, as read_back reads them (it gives way before
+    each chunk, and a chunk under way is given up to a process waiting on the lock or to today's load starting),
+    into an in-memory database, and profiled there after the read. Nothing is written to the run's scratch file:
+    DuckDB writes a table into a database file about three times slower than into memory (a 120-day read-back: 1.7 s
+    against 0.55 s)."""
+    days = sorted(days)
+    found = raw_files.Measures()
+    if not days:
+        return found
+    long_read = give_way is not None and len(days) > wh.settings.chunk_days
+    for part in day_chunks(wh, days, stats, give_way):
+        chunk = set(part)
+        span = Window.of(part[0], part[-1])
+        # Past the buffer pool it spills where the run's scratch spills (dropped with it), not into the cwd.
+        spill = wh.scratch_path(run_id).with_name(wh.scratch_path(run_id).name + ".tmp")
+        con = duckdb.connect(config={**wh.duckdb_config(), "temp_directory": str(spill)})
+        try:
+            con.execute("create schema candidate")
+            con.execute(sql.text("raw_lines_table"))
+            mine = [f for f in files if f.partition in chunk]
+            raw_files.record_batches(con, mine)
+            create_table(con, "candidate.reused_batches", raw_files.REUSED_COLUMNS,
+                         [(dt.date.fromisoformat(f.partition), f.batch_id, str(f.path)) for f in mine])
+
+            def hold(con: duckdb.DuckDBPyConnection = con) -> contextlib.AbstractContextManager[duckdb.DuckDBPyConnection]:
+                return attached_hold(con, wh.settings.warehouse_path, "w", wh.settings.lock_timeout_s, stats)
+
+            preemptible_hold(hold, wh.settings.warehouse_path,
+                             lambda con, span=span: con.execute(sql.text("raw_lines_loaded"), span.params), stats,
+                             give_way if long_read else None, preemptible=long_read)
+            found.add(raw_files.measure(con))
+        finally:
+            con.close()
+    return found
+
+
+def copy_uncopied(wh: Warehouse, run_id: str, days: list[str], stats: LockStats, give_way: GiveWay | None) -> bool:
+    """The lines of those of `days` the raw step profiled in place, read back into the run's scratch
+    (candidate.raw_lines) and no longer listed as uncopied. Whether any was: the scratch's merge is then stale."""
+    con = wh.open_scratch(run_id)
+    try:
+        if not con.execute("select count(*) from information_schema.tables where table_schema = 'candidate' "
+                           "and table_name = 'uncopied_days'").fetchone()[0]:
+            return False
+        uncopied = {r[0].isoformat() for r in con.execute(f"select partition_date from {UNCOPIED}").fetchall()}
+    finally:
+        con.close()
+    wanted = sorted(uncopied & set(days))
+    if not wanted:
+        return False
+    read_back(wh, run_id, wanted, stats, give_way)
+    con = wh.open_scratch(run_id)
+    try:
+        con.execute(f"delete from {UNCOPIED} where partition_date in (select unnest($days::date[]))",
+                    {"days": [dt.date.fromisoformat(d) for d in wanted]})
+    finally:
+        con.close()
+    return True
+
+
 def load(wh: Warehouse, scope: RunScope, threads: int | None = None,
          log: Callable[[str], None] | None = None, give_way: GiveWay | None = None,
          lowered: capacity.Lowered | None = None) -> RawLoad:
@@ -187,14 +256,26 @@ def load(wh: Warehouse, scope: RunScope, threads: int | None = None,
         finding = Finding(FILE_READABLE, exc.partition, exc.path, exc.problem)
         return RawLoad(_audits([finding], []), [], {}, [], stats)
     loaded = [f for f in files if f.read_back]
-    read_back(wh, run_id, sorted({f.partition for f in loaded}), stats, give_way)
+    # A day whose every batch is loaded from an identical file is profiled where it is loaded, unless the run builds
+    # every day (atlasmart/rederive); a day with a batch parsed now is merged with its loaded ones in the scratch.
+    parsed_days = {f.partition for f in files if not f.read_back}
+    in_place = sorted({f.partition for f in loaded} - parsed_days) if not scope.run.rederive else []
+    read_back(wh, run_id, sorted({f.partition for f in loaded} - set(in_place)), stats, give_way)
+    con = wh.open_scratch(run_id)
+    try:
+        create_table(con, UNCOPIED, (("partition_date", "date"),), [(dt.date.fromisoformat(d),) for d in in_place])
+    finally:
+        con.close()
     # Raw is immutable: a batch whose identical file is already fully loaded needs no second copy.
     to_load = [f for f in files if (f.partition, f.batch_id) not in first_seen
                or first_seen[(f.partition, f.batch_id)]["loaded_rows"] != f.manifest["records"]]
     progress.expect("append", len(to_load) / max(len(files), 1))
     progress.done("parse", f"{len(files)} batch file(s): {len(files) - len(loaded)} parsed, {len(loaded)} "
-                           "already loaded from identical files read back from the warehouse")
-    figures, findings = scratch_work.run(lambda: _profile(wh, scope, threads, files, progress), log=log)
+                           "already loaded from identical files read back from the warehouse"
+                           + (f" ({len(in_place)} day(s) of them read where they are loaded, not copied)"
+                              if in_place else ""))
+    elsewhere = profile_in_place(wh, run_id, files, in_place, stats, give_way)
+    figures, findings = scratch_work.run(lambda: _profile(wh, scope, threads, files, progress, elsewhere), log=log)
     progress.finished("profile")  # logged by the child's copy when the work ran in a child
     findings += _immutability(files, first_seen)
     audits = _audits(findings, files)

@@ -7,6 +7,7 @@ line written); every other day of the window is built and audited."""
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 from dataclasses import dataclass, field
 from typing import Collection
@@ -63,10 +64,42 @@ def requested_days(con: duckdb.DuckDBPyConnection, deletion_keys: pd.DataFrame, 
         return set()
     con.register("requested_keys", deletion_keys)
     try:
-        rows = con.execute(sql.text("requested_days"), window.params).fetchall()
+        rows = con.execute(sql.text("requested_days").format(lines="candidate.raw_lines", days="true"),
+                           window.params).fetchall()
     finally:
         con.unregister("requested_keys")
     return {r[0].isoformat() for r in rows}
+
+
+def requested_loaded_days(wh: Warehouse, run_id: str, deletion_keys: pd.DataFrame, days: list[str],
+                          stats: LockStats, give_way: GiveWay | None) -> set[str]:
+    """requested_days for the days whose lines the raw step profiled where they are loaded (raw_load.UNCOPIED): read
+    in raw.order_lines, a chunk of days per short read held as a read-back is (every line of such a day is one of
+    its batches', each loaded whole from a byte-identical file)."""
+    days = sorted(days)
+    if deletion_keys.empty or not days:
+        return set()
+    long_read = give_way is not None and len(days) > wh.settings.chunk_days
+    found: set[str] = set()
+    con = wh.open_scratch(run_id)
+    try:
+        con.register("requested_keys", deletion_keys)
+
+        def hold() -> contextlib.AbstractContextManager[duckdb.DuckDBPyConnection]:
+            return attached_hold(con, wh.settings.warehouse_path, "w", wh.settings.lock_timeout_s, stats)
+
+        def read(con: duckdb.DuckDBPyConnection, part: list[str]) -> None:
+            query = sql.text("requested_days").format(lines="w.raw.order_lines",
+                                                      days="lines.partition_date in (select unnest($days::date[]))")
+            params = {**Window.of(part[0], part[-1]).params, "days": [dt.date.fromisoformat(d) for d in part]}
+            found.update(r[0].isoformat() for r in con.execute(query, params).fetchall())
+
+        for part in raw_load.day_chunks(wh, days, stats, give_way):
+            preemptible_hold(hold, wh.settings.warehouse_path, lambda con, part=part: read(con, part), stats,
+                             give_way if long_read else None, preemptible=long_read)
+    finally:
+        con.close()
+    return found
 
 
 def checked_days(window: Window, current: dict[str, Current]) -> list[str]:

@@ -199,9 +199,9 @@ def test_a_window_of_one_chunk_parses_its_files(env, instance) -> None:
 
 def test_a_long_read_back_gives_its_chunks_up_to_processes_waiting_on_the_warehouse(env, instance,
                                                                                    monkeypatch) -> None:
-    """With a process announcing that it waits on the warehouse throughout, each chunk of a long read-back is given
-    up PREEMPT_MAX times (its rows in scratch rolled back), then held to its end: the re-run publishes the same
-    content from each line read back once."""
+    """With a process announcing that it waits on the warehouse throughout, each chunk of a long read of loaded lines
+    (a re-run profiles them where they are loaded) is given up PREEMPT_MAX times (the rows it read rolled back), then
+    held to its end: the re-run publishes the same content from each line read once."""
     from atlasmart_assets.lab import run_chain
     from atlasmart_assets.warehouse import connection
     from atlasmart_tests.waiters import StandingWaiter

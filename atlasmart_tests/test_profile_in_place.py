@@ -1,0 +1,183 @@
+"""In a window longer than one chunk, a day whose every landing batch is already loaded from a byte-identical file
+is profiled where it is loaded (its lines read a chunk at a time into memory), not copied into the run's scratch:
+every raw audit still runs on its lines, and a correction copies only the days it builds. Whatever is copied, a
+correction publishes what building every day from the parsed files gives. The tests use chunks of 3 days, so their
+10-day window is a long one."""
+
+import datetime as dt
+import json
+
+import pytest
+
+from atlasmart_assets import generate, raw_load
+from atlasmart_assets.lab import run_chain
+from atlasmart_tests import state
+
+WINDOW = ("2026-09-01", "2026-09-10")
+DAYS = [f"2026-09-{d:02d}" for d in range(1, 11)]
+BF = {"dagster/backfill": "bf-in-place", "atlasmart/reason": "in place"}
+REDERIVE = {"dagster/backfill": "bf-rederive", "atlasmart/reason": "rebuild all", "atlasmart/rederive": "check"}
+
+
+@pytest.fixture
+def copied(monkeypatch) -> list[list[str]]:  # noqa: ANN001
+    """The days of each read-back into a run's scratch, in order (the raw step's, then the correction's)."""
+    monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "3")
+    calls: list[list[str]] = []
+    real = raw_load.read_back
+
+    def spy(wh, run_id, days, stats, give_way) -> None:  # noqa: ANN001
+        calls.append(sorted(days))
+        real(wh, run_id, days, stats, give_way)
+
+    monkeypatch.setattr(raw_load, "read_back", spy)
+    return calls
+
+
+def _line(instance, result, phase: str) -> str:  # noqa: ANN001
+    [line] = [e.user_message for e in instance.all_logs(result.run_id) if f"] {phase}:" in (e.user_message or "")]
+    return line
+
+
+def _run(instance, tags: dict[str, str]):  # noqa: ANN001, ANN202
+    result = run_chain(instance, *WINDOW, tags)
+    assert result.success, state.failure_text(result)
+    return result
+
+
+def _rederived(instance, env) -> dict:  # noqa: ANN001
+    """What building every day from the evidence gives (the raw step copies every loaded day for it)."""
+    _run(instance, {**REDERIVE, "dagster/backfill": "bf-rederive-check"})
+    return state.content(env)
+
+
+def test_a_republish_copies_no_loaded_line_into_its_scratch(env, instance, copied) -> None:
+    _run(instance, BF)
+    content = state.content(env)
+    copied.clear()
+    again = _run(instance, {**BF, "dagster/backfill": "bf-again"})
+    parse = _line(instance, again, "parse")
+    assert "0 parsed, 10 already loaded" in parse and "(10 day(s) of them read where they are loaded, not copied)" \
+        in parse, parse
+    assert all(days == [] for days in copied), f"no loaded line copied into the scratch: {copied}"
+    assert state.content(env) == content, "profiled in place, the same evidence publishes the same content"
+
+
+def test_the_profile_in_place_counts_every_record_of_the_days(env, instance, copied) -> None:
+    """The raw step's figures per day (records, controls, batches) are those a parse of the files gives."""
+    first = _run(instance, BF)
+    again = _run(instance, {**BF, "dagster/backfill": "bf-again"})
+    assert _line(instance, again, "profile").split(";")[0] == _line(instance, first, "profile").split(";")[0]
+
+    def figures(result) -> dict:  # noqa: ANN001
+        out = {}
+        for m in result.asset_materializations_for_node("raw__order_lines"):
+            meta = m.metadata
+            out[m.partition] = (meta["dagster/row_count"].value, str(meta["controls"].value))
+        return out
+
+    assert figures(again) == figures(first) and len(figures(first)) == 10
+
+
+def test_a_rederive_copies_every_loaded_day_in_its_raw_step(env, instance, copied) -> None:
+    _run(instance, BF)
+    content = state.content(env)
+    copied.clear()
+    again = _run(instance, REDERIVE)
+    assert "not copied" not in _line(instance, again, "parse")
+    assert copied[0] == DAYS and all(days == [] for days in copied[1:]), copied
+    assert state.content(env) == content
+
+
+def test_a_late_batch_copies_its_day_only_and_publishes_what_building_every_day_gives(env, instance,
+                                                                                      copied) -> None:
+    _run(instance, BF)
+    generate.late_delta(env.raw_dir, dt.date(2026, 9, 4), "B-2026-09-04-02", new=2, restate=1, retract=1)
+    copied.clear()
+    late = _run(instance, {**BF, "dagster/backfill": "bf-late"})
+    assert "1 parsed, 10 already loaded" in _line(instance, late, "parse")
+    assert "(9 day(s) of them read where they are loaded, not copied)" in _line(instance, late, "parse")
+    assert copied == [["2026-09-04"]], "the day of the new batch is merged with its loaded batch in the scratch"
+    assert "candidates for 1 day(s) of 10, 1 with new evidence; 9 kept as published" in _line(instance, late, "build")
+    published = state.content(env)
+    assert _rederived(instance, env) == published
+
+
+def test_a_deletion_request_copies_and_builds_the_days_holding_its_subject(env, instance, copied) -> None:
+    """The days whose loaded lines name the request's subject are found in the warehouse, then copied and built;
+    the others stay where they are, kept as published."""
+    _run(instance, BF)
+    lines = {d: json.loads((env.raw_dir / f"partition={d}.json").read_text())["lines"] for d in DAYS}
+    subject = lines["2026-09-03"][0]["customer_id"]
+    holding = [d for d in DAYS if any(x["customer_id"] == subject for x in lines[d])]
+    assert 0 < len(holding) < len(DAYS)
+    (env.raw_dir / "deletions").mkdir()
+    (env.raw_dir / "deletions" / "DR-0100.json").write_text(json.dumps(
+        {"request_id": "DR-0100", "requested_at": "2026-09-25T10:00:00Z", "reason": "erasure request",
+         "customer_id": subject}))
+    copied.clear()
+    applied = _run(instance, {**BF, "dagster/backfill": "bf-erase"})
+    assert f"candidates for {len(holding)} day(s) of 10" in _line(instance, applied, "build")
+    assert copied[0] == [] and [d for days in copied[1:] for d in days] == holding, copied
+    assert state.table_rows(env, "fact.fct_order_lines", f"customer_id = '{subject}'") == []
+    published = state.content(env)
+    assert _rederived(instance, env) == published
+
+
+def test_a_new_dimension_version_copies_every_day_for_its_build(env, instance, copied) -> None:
+    _run(instance, BF)
+    customers = json.loads((env.raw_dir / "customers.json").read_text())["customers"]
+    first = customers[0]
+    (env.raw_dir / "customers").mkdir()
+    (env.raw_dir / "customers" / "D-2026-09-25-01.json").write_text(json.dumps({"customers": [
+        {**first, "tier": "platinum" if first["tier"] != "platinum" else "gold"}]}))
+    copied.clear()
+    dimension = _run(instance, {**BF, "dagster/backfill": "bf-dimension"})
+    assert "candidates for 10 day(s) of 10" in _line(instance, dimension, "build")
+    assert copied[0] == [] and sorted(d for days in copied[1:] for d in days) == DAYS, copied
+    published = state.content(env)
+    assert _rederived(instance, env) == published
+
+
+def test_a_day_whose_published_rows_differ_is_copied_and_built_again(env, instance, copied) -> None:
+    from atlasmart_assets.resources import Warehouse
+
+    _run(instance, BF)
+    before = state.content(env)
+    with Warehouse().writer() as con:
+        con.execute("update versions.staged_order_lines set quantity = quantity + 1 where rowid = "
+                    "(select min(rowid) from versions.staged_order_lines where partition_date = '2026-09-03')")
+    copied.clear()
+    repaired = _run(instance, {**BF, "dagster/backfill": "bf-repair"})
+    assert "candidates for 1 day(s) of 10" in _line(instance, repaired, "build")
+    assert [d for days in copied for d in days] == ["2026-09-03"], copied
+    assert state.content(env) == before, "built again from the evidence, the day is what it was"
+
+
+def test_each_chunk_keeps_writers_out_only_while_its_lines_are_read(env, instance, copied, monkeypatch) -> None:
+    """A chunk's lines are read under a read-only attach of the warehouse (a writer of another process is kept out,
+    as by a read-back); they are profiled after the detach, with the warehouse free."""
+    from atlasmart_assets import raw_files
+    from atlasmart_tests.test_raw_read_back import _writer_can_open
+
+    _run(instance, BF)
+    content = state.content(env)
+    during, profiling = [], []
+    real_hold, real_measure = raw_load.preemptible_hold, raw_files.measure
+
+    def probing_hold(open_hold, path, body, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        def probed(con):  # noqa: ANN001, ANN202
+            body(con)
+            during.append(_writer_can_open(path))
+        real_hold(open_hold, path, probed, *args, **kwargs)
+
+    def probing_measure(con):  # noqa: ANN001, ANN202
+        profiling.append(_writer_can_open(env.warehouse_path))
+        return real_measure(con)
+
+    monkeypatch.setattr(raw_load, "preemptible_hold", probing_hold)
+    monkeypatch.setattr(raw_files, "measure", probing_measure)
+    _run(instance, {**BF, "dagster/backfill": "bf-probe"})
+    assert during == [False] * 4, "10 days in chunks of 3: a writer is kept out while each of the 4 chunks is read"
+    assert profiling[:4] == [True] * 4, "and the warehouse is free while each chunk is profiled"
+    assert state.content(env) == content
