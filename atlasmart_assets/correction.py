@@ -352,8 +352,8 @@ def correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool],
         kept = _keep(wh, scope, current, evidence, requested, ref, stats, give_way, adjust_staged is not None, read)
         built = [d for d in scope.window.keys if d not in kept.days]
         # The days built whose lines the raw step left in the warehouse (it profiled them there) are copied now.
-        added = raw_load.copy_uncopied(wh, run_id, built, stats, give_way)
-        scratch_work.run(lambda: _build(wh, scope, threads, ref, built, kept, adjust_staged, added))
+        added = raw_load.copy_uncopied(wh, run_id, uncopied, built, stats, give_way)
+        scratch_work.run(lambda: _build(wh, scope, threads, ref, built, kept, adjust_staged, bool(added)))
         new = _new_evidence(current, evidence, ref.dimension_version, built)
         # Until the audit says which days changed, a day read from the evidence its current version read is taken
         # to publish unchanged (a new deletion request or release may still change it).

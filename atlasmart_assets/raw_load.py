@@ -205,20 +205,14 @@ def profile_in_place(wh: Warehouse, run_id: str, files: list[RawFile], days: lis
     return found
 
 
-def copy_uncopied(wh: Warehouse, run_id: str, days: list[str], stats: LockStats, give_way: GiveWay | None) -> bool:
-    """The lines of those of `days` the raw step profiled in place, read back into the run's scratch
-    (candidate.raw_lines) and no longer listed as uncopied. Whether any was: the scratch's merge is then stale."""
-    con = wh.open_scratch(run_id)
-    try:
-        if not con.execute("select count(*) from information_schema.tables where table_schema = 'candidate' "
-                           "and table_name = 'uncopied_days'").fetchone()[0]:
-            return False
-        uncopied = {r[0].isoformat() for r in con.execute(f"select partition_date from {UNCOPIED}").fetchall()}
-    finally:
-        con.close()
-    wanted = sorted(uncopied & set(days))
+def copy_uncopied(wh: Warehouse, run_id: str, uncopied: list[str], days: list[str], stats: LockStats,
+                  give_way: GiveWay | None) -> list[str]:
+    """The lines of those of `days` the raw step profiled in place (`uncopied`, as UNCOPIED lists them), read back
+    into the run's scratch (candidate.raw_lines) and no longer listed there. Returns the days copied: when there
+    are any, the scratch's merge is stale."""
+    wanted = sorted(set(uncopied) & set(days))
     if not wanted:
-        return False
+        return []
     read_back(wh, run_id, wanted, stats, give_way)
     con = wh.open_scratch(run_id)
     try:
@@ -226,7 +220,7 @@ def copy_uncopied(wh: Warehouse, run_id: str, days: list[str], stats: LockStats,
                     {"days": [dt.date.fromisoformat(d) for d in wanted]})
     finally:
         con.close()
-    return True
+    return wanted
 
 
 def load(wh: Warehouse, scope: RunScope, threads: int | None = None,
