@@ -193,7 +193,8 @@ def profile_in_place(wh: Warehouse, run_id: str, files: list[RawFile], days: lis
             create_table(con, "candidate.reused_batches", raw_files.REUSED_COLUMNS,
                          [(dt.date.fromisoformat(f.partition), f.batch_id, str(f.path)) for f in mine])
 
-            def hold(con: duckdb.DuckDBPyConnection = con) -> contextlib.AbstractContextManager[duckdb.DuckDBPyConnection]:
+            def hold(con: duckdb.DuckDBPyConnection = con
+                     ) -> contextlib.AbstractContextManager[duckdb.DuckDBPyConnection]:
                 return attached_hold(con, wh.settings.warehouse_path, "w", wh.settings.lock_timeout_s, stats)
 
             preemptible_hold(hold, wh.settings.warehouse_path,
@@ -225,14 +226,16 @@ def copy_uncopied(wh: Warehouse, run_id: str, uncopied: list[str], days: list[st
 
 def load(wh: Warehouse, scope: RunScope, threads: int | None = None,
          log: Callable[[str], None] | None = None, give_way: GiveWay | None = None,
-         lowered: capacity.Lowered | None = None) -> RawLoad:
+         lowered: capacity.Lowered | None = None,
+         keepable: Callable[[list[RawFile]], set[str]] | None = None) -> RawLoad:
     """Audit the window's raw files and append those not loaded yet; nothing is written if an audit fails.
     In a window longer than one chunk, a batch already loaded from a byte-identical file (same sha256, every line
     loaded) is not parsed again: its lines are read back from the warehouse, and every audit runs on them as on a
     parsed file's.
     A backfill's parse and profile run `lowered` (lower CPU priority, fewer cores beside today's load; the reads
     and appends, which hold the warehouse, do not), and its `give_way` is called before each chunk's hold: it
-    waits while today's load runs."""
+    waits while today's load runs. `keepable(files)`: the days the correction may keep as published (default: any);
+    a loaded day outside it is copied into the scratch for the build, not profiled where it is loaded."""
     progress = Progress(pausable.relayed(log), f"raw {scope.window}", PHASES)
     stats = LockStats()
     run_id = scope.run.run_id
@@ -250,10 +253,14 @@ def load(wh: Warehouse, scope: RunScope, threads: int | None = None,
         finding = Finding(FILE_READABLE, exc.partition, exc.path, exc.problem)
         return RawLoad(_audits([finding], []), [], {}, [], stats)
     loaded = [f for f in files if f.read_back]
-    # A day whose every batch is loaded from an identical file is profiled where it is loaded, unless the run builds
-    # every day (atlasmart/rederive); a day with a batch parsed now is merged with its loaded ones in the scratch.
+    # A day whose every batch is loaded from an identical file is profiled where it is loaded, unless it is to be
+    # built (every day with atlasmart/rederive): it would be read twice. A day with a batch parsed now is merged with
+    # its loaded ones in the scratch.
     parsed_days = {f.partition for f in files if not f.read_back}
-    in_place = sorted({f.partition for f in loaded} - parsed_days) if not scope.run.rederive else []
+    in_place = sorted({f.partition for f in loaded} - parsed_days) if loaded and not scope.run.rederive else []
+    if in_place and keepable is not None:
+        may_keep = keepable(files)
+        in_place = [d for d in in_place if d in may_keep]
     read_back(wh, run_id, sorted({f.partition for f in loaded} - set(in_place)), stats, give_way)
     con = wh.open_scratch(run_id)
     try:

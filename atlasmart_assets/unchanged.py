@@ -15,7 +15,7 @@ from typing import Collection
 import duckdb
 import pandas as pd
 
-from atlasmart_assets import candidates, raw_load, sql
+from atlasmart_assets import candidates, contract, dimension, raw_files, raw_load, reference, sql
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.warehouse import ledger
 from atlasmart_assets.warehouse.connection import GiveWay, LockStats, attached_hold, preemptible_hold
@@ -55,6 +55,27 @@ def eligible(current: dict[str, Current], evidence: dict[str, candidates.Evidenc
                 and not now.requests_applied and day not in requested):
             out.append(day)
     return out
+
+
+def keepable(wh: Warehouse, window: Window, files: list[raw_files.RawFile]) -> set[str]:
+    """The days of `window` a correction could keep as published, from what the raw step knows: `eligible` with the
+    landing batches of `files`, the customer dimension's version in the raw directory and this release's code
+    version; deletion requests are the correction's to look at. Any other day is built (a new dimension version or
+    release builds every day), so the raw step copies its loaded lines into the run's scratch rather than profile
+    them where they are loaded and have the correction copy them after. An unreadable dimension: none (the
+    correction refuses it)."""
+    try:
+        version = reference.Reference(batches=dimension.load(wh.settings.raw_dir)).dimension_version
+    except dimension.DimensionError:
+        return set()
+    with wh.reader() as con:
+        current = ledger.current(con, window)
+    batches: dict[str, list[dict[str, str]]] = {}
+    # In candidates.evidence's order: by source_high_sequence, then batch id.
+    for f in sorted(files, key=lambda f: (f.partition, f.high_sequence, f.batch_id)):
+        batches.setdefault(f.partition, []).append({"batch": f.batch_id, "sha256": f.sha256})
+    evidence = {day: candidates.Evidence(tuple(found), []) for day, found in batches.items()}
+    return set(eligible(current, evidence, version, contract.CODE_VERSION, (), window.keys))
 
 
 def requested_days(con: duckdb.DuckDBPyConnection, deletion_keys: pd.DataFrame, window: Window) -> set[str]:

@@ -124,7 +124,9 @@ def test_a_deletion_request_copies_and_builds_the_days_holding_its_subject(env, 
     assert _rederived(instance, env) == published
 
 
-def test_a_new_dimension_version_copies_every_day_for_its_build(env, instance, copied) -> None:
+def test_a_new_dimension_version_copies_every_day_in_its_raw_step(env, instance, copied) -> None:
+    """No day can be kept under a new dimension version: the raw step copies every loaded day for the build rather
+    than profile it in place and have the correction read it again."""
     _run(instance, BF)
     customers = json.loads((env.raw_dir / "customers.json").read_text())["customers"]
     first = customers[0]
@@ -133,7 +135,24 @@ def test_a_new_dimension_version_copies_every_day_for_its_build(env, instance, c
         {**first, "tier": "platinum" if first["tier"] != "platinum" else "gold"}]}))
     copied.clear()
     dimension = _run(instance, {**BF, "dagster/backfill": "bf-dimension"})
+    assert "not copied" not in _line(instance, dimension, "parse")
     assert "candidates for 10 day(s) of 10" in _line(instance, dimension, "build")
+    assert copied[0] == DAYS and all(days == [] for days in copied[1:]), copied
+    published = state.content(env)
+    assert _rederived(instance, env) == published
+
+
+def test_a_new_release_copies_every_day_for_its_build(env, instance, copied, monkeypatch) -> None:
+    """A release the raw step does not know of (the correction's code version changed under it): every day is
+    profiled in place, then built, so the correction copies every one of them."""
+    from atlasmart_assets import correction
+
+    _run(instance, BF)
+    monkeypatch.setattr(correction, "CODE_VERSION", "9.9.9+another-release")
+    copied.clear()
+    release = _run(instance, {**BF, "dagster/backfill": "bf-release"})
+    assert "(10 day(s) of them read where they are loaded, not copied)" in _line(instance, release, "parse")
+    assert "candidates for 10 day(s) of 10" in _line(instance, release, "build")
     assert copied[0] == [] and sorted(d for days in copied[1:] for d in days) == DAYS, copied
     published = state.content(env)
     assert _rederived(instance, env) == published

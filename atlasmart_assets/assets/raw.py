@@ -5,7 +5,7 @@ from typing import Any, Iterator
 
 import dagster as dg
 
-from atlasmart_assets import capacity, failpoints, raw_files, raw_load
+from atlasmart_assets import capacity, failpoints, raw_files, raw_load, unchanged
 from atlasmart_assets.alerts.format import md
 from atlasmart_assets.assets.common import (
     BACKFILL_POLICY,
@@ -87,7 +87,8 @@ def raw_order_lines(context: dg.AssetExecutionContext,
     scope.enforce_fence()
     cap = step_capacity(context, warehouse, scope)
     loaded = raw_load.load(warehouse, scope, cap.threads, log=context.log.info, give_way=cap.give_way,
-                           lowered=cap.lowered)
+                           lowered=cap.lowered,
+                           keepable=lambda files: unchanged.keepable(warehouse, scope.window, files))
     yield from (check_result(a) for a in loaded.audits)
     refuse(str(scope.window), loaded.audits)
     for day, fig in sorted(loaded.figures.items()):
