@@ -179,12 +179,14 @@ def profile_in_place(wh: Warehouse, run_id: str, files: list[RawFile], days: lis
     if not days:
         return found
     long_read = give_way is not None and len(days) > wh.settings.chunk_days
+    # Past the buffer pool it spills where the run's scratch spills (dropped with it), not into the cwd.
+    scratch = wh.scratch_path(run_id)
+    config = {**wh.duckdb_config(), "temp_directory": str(scratch.with_name(scratch.name + ".tmp"))}
     for part in day_chunks(wh, days, stats, give_way):
         chunk = set(part)
         span = Window.of(part[0], part[-1])
-        # Past the buffer pool it spills where the run's scratch spills (dropped with it), not into the cwd.
-        spill = wh.scratch_path(run_id).with_name(wh.scratch_path(run_id).name + ".tmp")
-        con = duckdb.connect(config={**wh.duckdb_config(), "temp_directory": str(spill)})
+        # One database per chunk: its memory goes with it.
+        con = duckdb.connect(config=config)
         try:
             con.execute("create schema candidate")
             con.execute(sql.text("raw_lines_table"))
