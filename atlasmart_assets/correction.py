@@ -232,8 +232,7 @@ def _evidence(wh: Warehouse, scope: RunScope, threads: int | None, ref: referenc
     try:
         if need_raw:
             candidates.merge_evidence(con)
-        uncopied = [] if need_raw or not has_table(con, "candidate", "uncopied_days") else [
-            r[0].isoformat() for r in con.execute(f"select partition_date from {raw_load.UNCOPIED}").fetchall()]
+        uncopied = [] if need_raw else raw_load.uncopied_days(con)
         return (candidates.evidence(con, scope.window),
                 unchanged.requested_days(con, ref.deletion_keys, scope.window), uncopied)
     finally:

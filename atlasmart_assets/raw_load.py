@@ -135,28 +135,41 @@ def day_chunks(wh: Warehouse, days: list[str], stats: LockStats, give_way: GiveW
         yield days[start:start + step]
 
 
+def short_reads(wh: Warehouse, con: duckdb.DuckDBPyConnection, days: list[str], stats: LockStats,
+                give_way: GiveWay | None, read: Callable[[duckdb.DuckDBPyConnection, list[str]], None],
+                after: Callable[[list[str]], None] | None = None) -> None:
+    """`read(con, part)` for each chunk of `days` (sorted), in one short read: the warehouse attached read-only to
+    `con` as `w`, then detached. A reader keeps today's publish out as a writer would, so a backfill's long read is
+    held as its appends are: it gives way before each chunk, and a chunk under way is given up (rolled back) to a
+    process waiting on the lock or to today's load starting. `after(part)`: once the chunk is read and the
+    warehouse let go."""
+    long_read = give_way is not None and len(days) > wh.settings.chunk_days
+
+    def hold() -> contextlib.AbstractContextManager[duckdb.DuckDBPyConnection]:
+        return attached_hold(con, wh.settings.warehouse_path, "w", wh.settings.lock_timeout_s, stats)
+
+    for part in day_chunks(wh, days, stats, give_way):
+        preemptible_hold(hold, wh.settings.warehouse_path, lambda con, part=part: read(con, part), stats,
+                         give_way if long_read else None, preemptible=long_read)
+        if after is not None:
+            after(part)
+
+
+def _read_loaded_lines(con: duckdb.DuckDBPyConnection, part: list[str]) -> None:
+    con.execute(sql.text("raw_lines_loaded"), Window.of(part[0], part[-1]).params)
+
+
 def read_back(wh: Warehouse, run_id: str, days: list[str], stats: LockStats, give_way: GiveWay | None) -> None:
     """The lines of the batches the run's scratch lists in candidate.reused_batches, copied from raw.order_lines
-    into its candidate.raw_lines, a chunk of `days` per short read. One scratch connection takes them all and
-    attaches the warehouse read-only for each chunk: the scratch is written back once, at the end, not inside
-    every hold (a year's read-back: 6.2-7.5 s against 8.1-10.2 s, holds of 0.6-0.8 s against 1.2-1.4 s). A reader
-    keeps today's publish out as a writer would, so a backfill's long read is held as its appends are: it gives
-    way before each chunk, and a chunk under way is given up (rolled back) to a process waiting on the lock or to
-    today's load starting."""
+    into its candidate.raw_lines, a chunk of `days` per short read (short_reads). One scratch connection takes them
+    all and attaches the warehouse read-only for each chunk: the scratch is written back once, at the end, not
+    inside every hold (a year's read-back: 6.2-7.5 s against 8.1-10.2 s, holds of 0.6-0.8 s against 1.2-1.4 s)."""
     days = sorted(days)
     if not days or not wh.settings.warehouse_path.exists():
         return  # nothing was ever loaded: nothing to read back
-    long_read = give_way is not None and len(days) > wh.settings.chunk_days
     con = wh.open_scratch(run_id)
     try:
-        def hold() -> contextlib.AbstractContextManager[duckdb.DuckDBPyConnection]:
-            return attached_hold(con, wh.settings.warehouse_path, "w", wh.settings.lock_timeout_s, stats)
-
-        for part in day_chunks(wh, days, stats, give_way):
-            span = Window.of(part[0], part[-1])
-            preemptible_hold(hold, wh.settings.warehouse_path,
-                             lambda con, span=span: con.execute(sql.text("raw_lines_loaded"), span.params), stats,
-                             give_way if long_read else None, preemptible=long_read)
+        short_reads(wh, con, days, stats, give_way, _read_loaded_lines)
     finally:
         con.close()
 
@@ -166,45 +179,43 @@ def read_back(wh: Warehouse, run_id: str, days: list[str], stats: LockStats, giv
 UNCOPIED = "candidate.uncopied_days"
 
 
+def uncopied_days(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The days UNCOPIED lists in the run's scratch (none in a scratch the raw step did not write)."""
+    if not con.execute("select count(*) from information_schema.tables where table_schema = 'candidate' "
+                       "and table_name = 'uncopied_days'").fetchone()[0]:
+        return []
+    return [r[0].isoformat() for r in con.execute(f"select partition_date from {UNCOPIED}").fetchall()]
+
+
 def profile_in_place(wh: Warehouse, run_id: str, files: list[RawFile], days: list[str], stats: LockStats,
                      give_way: GiveWay | None) -> raw_files.Measures:
     """The measures of `days`' lines (every batch of each one loaded from a byte-identical file), a chunk of days
-    at a time: its lines read from raw.order_lines in a short read, as read_back reads them (it gives way before
-    each chunk, and a chunk under way is given up to a process waiting on the lock or to today's load starting),
-    into an in-memory database, and profiled there after the read. Nothing is written to the run's scratch file:
-    DuckDB writes a table into a database file about three times slower than into memory (a 120-day read-back: 1.7 s
-    against 0.55 s)."""
+    at a time: its lines read from raw.order_lines in a short read, as read_back reads them, into an in-memory
+    database, and profiled there after the read. Nothing is written to the run's scratch file: DuckDB writes a
+    table into a database file about three times slower than into memory (a 120-day read-back: 1.7 s against
+    0.55 s)."""
     days = sorted(days)
     found = raw_files.Measures()
     if not days:
         return found
-    long_read = give_way is not None and len(days) > wh.settings.chunk_days
+    wanted = set(days)
+    mine = [f for f in files if f.partition in wanted]
     # Past the buffer pool it spills where the run's scratch spills (dropped with it), not into the cwd.
     scratch = wh.scratch_path(run_id)
-    config = {**wh.duckdb_config(), "temp_directory": str(scratch.with_name(scratch.name + ".tmp"))}
-    for part in day_chunks(wh, days, stats, give_way):
-        chunk = set(part)
-        span = Window.of(part[0], part[-1])
-        # One database per chunk: its memory goes with it.
-        con = duckdb.connect(config=config)
-        try:
-            con.execute("create schema candidate")
-            con.execute(sql.text("raw_lines_table"))
-            mine = [f for f in files if f.partition in chunk]
-            raw_files.record_batches(con, mine)
-            create_table(con, "candidate.reused_batches", raw_files.REUSED_COLUMNS,
-                         [(dt.date.fromisoformat(f.partition), f.batch_id, str(f.path)) for f in mine])
+    con = duckdb.connect(config={**wh.duckdb_config(), "temp_directory": str(scratch.with_name(scratch.name + ".tmp"))})
+    try:
+        con.execute("create schema candidate")
+        raw_files.record_batches(con, mine)
+        create_table(con, "candidate.reused_batches", raw_files.REUSED_COLUMNS,
+                     [(dt.date.fromisoformat(f.partition), f.batch_id, str(f.path)) for f in mine])
 
-            def hold(con: duckdb.DuckDBPyConnection = con
-                     ) -> contextlib.AbstractContextManager[duckdb.DuckDBPyConnection]:
-                return attached_hold(con, wh.settings.warehouse_path, "w", wh.settings.lock_timeout_s, stats)
+        def read(con: duckdb.DuckDBPyConnection, part: list[str]) -> None:
+            con.execute(sql.text("raw_lines_table"))  # a chunk's lines replace the chunk's before (and their memory)
+            _read_loaded_lines(con, part)
 
-            preemptible_hold(hold, wh.settings.warehouse_path,
-                             lambda con, span=span: con.execute(sql.text("raw_lines_loaded"), span.params), stats,
-                             give_way if long_read else None, preemptible=long_read)
-            found.add(raw_files.measure(con))
-        finally:
-            con.close()
+        short_reads(wh, con, days, stats, give_way, read, after=lambda part: found.add(raw_files.measure(con)))
+    finally:
+        con.close()
     return found
 
 

@@ -100,24 +100,18 @@ def requested_loaded_days(wh: Warehouse, run_id: str, deletion_keys: pd.DataFram
     days = sorted(days)
     if deletion_keys.empty or not days:
         return set()
-    long_read = give_way is not None and len(days) > wh.settings.chunk_days
     found: set[str] = set()
+    query = sql.text("requested_days").format(lines="w.raw.order_lines",
+                                              days="lines.partition_date in (select unnest($days::date[]))")
+
+    def read(con: duckdb.DuckDBPyConnection, part: list[str]) -> None:
+        params = {**Window.of(part[0], part[-1]).params, "days": [dt.date.fromisoformat(d) for d in part]}
+        found.update(r[0].isoformat() for r in con.execute(query, params).fetchall())
+
     con = wh.open_scratch(run_id)
     try:
         con.register("requested_keys", deletion_keys)
-
-        def hold() -> contextlib.AbstractContextManager[duckdb.DuckDBPyConnection]:
-            return attached_hold(con, wh.settings.warehouse_path, "w", wh.settings.lock_timeout_s, stats)
-
-        def read(con: duckdb.DuckDBPyConnection, part: list[str]) -> None:
-            query = sql.text("requested_days").format(lines="w.raw.order_lines",
-                                                      days="lines.partition_date in (select unnest($days::date[]))")
-            params = {**Window.of(part[0], part[-1]).params, "days": [dt.date.fromisoformat(d) for d in part]}
-            found.update(r[0].isoformat() for r in con.execute(query, params).fetchall())
-
-        for part in raw_load.day_chunks(wh, days, stats, give_way):
-            preemptible_hold(hold, wh.settings.warehouse_path, lambda con, part=part: read(con, part), stats,
-                             give_way if long_read else None, preemptible=long_read)
+        raw_load.short_reads(wh, con, days, stats, give_way, read)
     finally:
         con.close()
     return found
