@@ -9,6 +9,7 @@ import pytest
 from atlasmart_assets import cli, extracts
 from atlasmart_assets.lab import run_chain
 from atlasmart_tests import state
+from atlasmart_tests.evidence_edits import deletion_request
 
 HISTORY = ("2026-09-01", "2026-09-20")
 NEWEST = "2026-09-21"
@@ -112,22 +113,14 @@ def test_overlapping_or_gapped_versions_are_refused_naming_batch_and_customer(en
     assert state.snapshot(env) == before
 
 
-def _request(raw: Path, request_id: str, **subject: object) -> Path:
-    (raw / "deletions").mkdir(exist_ok=True)
-    path = raw / "deletions" / f"{request_id}.json"
-    path.write_text(json.dumps({"request_id": request_id, "requested_at": "2026-09-25T10:00:00Z",
-                                "reason": "GDPR art. 17", **subject}))
-    return path
-
-
 def test_a_deletion_request_is_applied_everywhere_and_nothing_brings_it_back(env, instance, published, capsys) -> None:
     _publish_history(published)
     subject = "C00004"
     raw_lines = _lines(env.raw_dir)
     days = sorted(d for d, lines in raw_lines.items() if any(x["customer_id"] == subject for x in lines))
     assert days == ["2026-09-03", "2026-09-18", "2026-09-19", "2026-09-20", NEWEST]
-    _request(env.raw_dir, "DR-0001", customer_id=subject)
-    _request(env.raw_dir, "DR-0002", customer_id="C99999")  # unknown: accepted, affects no day
+    deletion_request(env.raw_dir, "DR-0001", customer_id=subject)
+    deletion_request(env.raw_dir, "DR-0002", customer_id="C99999")  # unknown: accepted, affects no day
     stale = _stale(capsys)
     assert set(stale) == set(days) and all("deletion request DR-0001" in r[0] for r in stale.values())
 
@@ -185,13 +178,13 @@ def test_a_malformed_request_is_refused_and_nothing_moves(env, instance, publish
 
 def test_a_changed_dimension_batch_or_a_withdrawn_request_is_refused(env, instance, published) -> None:
     published(("2026-09-18", "2026-09-19"))
-    path = _request(env.raw_dir, "DR-0003", line_ids=["2026-09-19-L000001"])
+    path = deletion_request(env.raw_dir, "DR-0003", line_ids=["2026-09-19-L000001"])
     assert run_chain(instance, "2026-09-19", "2026-09-19", BF).success  # the request is now loaded evidence
     before = state.snapshot(env)
     path.unlink()
     withdrawn = run_chain(instance, "2026-09-19", "2026-09-19", {**BF, "dagster/backfill": "bf-withdrawn"})
     assert not withdrawn.success
-    _request(env.raw_dir, "DR-0003", line_ids=["2026-09-19-L000001"])
+    deletion_request(env.raw_dir, "DR-0003", line_ids=["2026-09-19-L000001"])
     customers = env.raw_dir / "customers.json"
     customers.write_text(customers.read_text().replace('"gold"', '"GOLD"', 1))
     edited = run_chain(instance, "2026-09-19", "2026-09-19", {**BF, "dagster/backfill": "bf-edited"})

@@ -15,6 +15,7 @@ from atlasmart_assets.lab import run_chain
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.warehouse.ledger import Current
 from atlasmart_tests import state
+from atlasmart_tests.evidence_edits import customer_and_days, deletion_request, retier_first_customer
 
 WINDOW = ("2026-09-01", "2026-09-10")
 DAYS = [f"2026-09-{d:02d}" for d in range(1, 11)]
@@ -106,14 +107,9 @@ def test_a_built_day_repeating_a_line_id_of_a_kept_day_is_refused(env, instance)
 
 def test_a_deletion_request_builds_the_days_holding_its_subject(env, instance) -> None:
     _run(instance, BF)
-    lines = {d: json.loads((env.raw_dir / f"partition={d}.json").read_text())["lines"] for d in DAYS}
-    subject = lines["2026-09-03"][0]["customer_id"]
-    holding = [d for d in DAYS if any(x["customer_id"] == subject for x in lines[d])]
+    subject, holding = customer_and_days(env.raw_dir, DAYS, "2026-09-03")
     assert 0 < len(holding) < len(DAYS)
-    (env.raw_dir / "deletions").mkdir()
-    (env.raw_dir / "deletions" / "DR-0100.json").write_text(json.dumps(
-        {"request_id": "DR-0100", "requested_at": "2026-09-25T10:00:00Z", "reason": "erasure request",
-         "customer_id": subject}))
+    deletion_request(env.raw_dir, "DR-0100", "erasure request", customer_id=subject)
     applied = _run(instance, {**BF, "dagster/backfill": "bf-erase"})
     line = _build_line(instance, applied)
     assert f"candidates for {len(holding)} day(s) of 10" in line, (holding, line)
@@ -129,11 +125,7 @@ def test_a_deletion_request_builds_the_days_holding_its_subject(env, instance) -
 
 def test_a_new_dimension_version_or_release_builds_every_day(env, instance, monkeypatch) -> None:
     _run(instance, BF)
-    customers = json.loads((env.raw_dir / "customers.json").read_text())["customers"]
-    first = customers[0]
-    (env.raw_dir / "customers").mkdir()
-    (env.raw_dir / "customers" / "D-2026-09-25-01.json").write_text(json.dumps({"customers": [
-        {**first, "tier": "platinum" if first["tier"] != "platinum" else "gold"}]}))
+    retier_first_customer(env.raw_dir)
     dimension = _run(instance, {**BF, "dagster/backfill": "bf-dimension"})
     assert "candidates for 10 day(s) of 10" in _build_line(instance, dimension)
     monkeypatch.setattr(correction, "CODE_VERSION", "9.9.9+another-release")

@@ -5,13 +5,13 @@ correction publishes what building every day from the parsed files gives. The te
 10-day window is a long one."""
 
 import datetime as dt
-import json
 
 import pytest
 
 from atlasmart_assets import generate, raw_load
 from atlasmart_assets.lab import run_chain
 from atlasmart_tests import state
+from atlasmart_tests.evidence_edits import customer_and_days, deletion_request, retier_first_customer
 
 WINDOW = ("2026-09-01", "2026-09-10")
 DAYS = [f"2026-09-{d:02d}" for d in range(1, 11)]
@@ -107,14 +107,9 @@ def test_a_deletion_request_copies_and_builds_the_days_holding_its_subject(env, 
     """The days whose loaded lines name the request's subject are found in the warehouse, then copied and built;
     the others stay where they are, kept as published."""
     _run(instance, BF)
-    lines = {d: json.loads((env.raw_dir / f"partition={d}.json").read_text())["lines"] for d in DAYS}
-    subject = lines["2026-09-03"][0]["customer_id"]
-    holding = [d for d in DAYS if any(x["customer_id"] == subject for x in lines[d])]
+    subject, holding = customer_and_days(env.raw_dir, DAYS, "2026-09-03")
     assert 0 < len(holding) < len(DAYS)
-    (env.raw_dir / "deletions").mkdir()
-    (env.raw_dir / "deletions" / "DR-0100.json").write_text(json.dumps(
-        {"request_id": "DR-0100", "requested_at": "2026-09-25T10:00:00Z", "reason": "erasure request",
-         "customer_id": subject}))
+    deletion_request(env.raw_dir, "DR-0100", "erasure request", customer_id=subject)
     copied.clear()
     applied = _run(instance, {**BF, "dagster/backfill": "bf-erase"})
     assert f"candidates for {len(holding)} day(s) of 10" in _line(instance, applied, "build")
@@ -128,11 +123,7 @@ def test_a_new_dimension_version_copies_every_day_in_its_raw_step(env, instance,
     """No day can be kept under a new dimension version: the raw step copies every loaded day for the build rather
     than profile it in place and have the correction read it again."""
     _run(instance, BF)
-    customers = json.loads((env.raw_dir / "customers.json").read_text())["customers"]
-    first = customers[0]
-    (env.raw_dir / "customers").mkdir()
-    (env.raw_dir / "customers" / "D-2026-09-25-01.json").write_text(json.dumps({"customers": [
-        {**first, "tier": "platinum" if first["tier"] != "platinum" else "gold"}]}))
+    retier_first_customer(env.raw_dir)
     copied.clear()
     dimension = _run(instance, {**BF, "dagster/backfill": "bf-dimension"})
     assert "not copied" not in _line(instance, dimension, "parse")
