@@ -1,6 +1,6 @@
 """The bench's two floors (bench/worker.py) compute what the raw manifests say, on generated evidence with
-retransmitted lines (the merge decides the controls): a floor that computed anything else would not be a floor of
-the same work."""
+retransmitted lines (the merge decides the controls), and the write floor writes the rows a first load loads and
+publishes: a floor that computed anything else would not be a floor of the same work."""
 
 from __future__ import annotations
 
@@ -9,11 +9,22 @@ import datetime as dt
 import json
 from pathlib import Path
 
+import dagster as dg
+import duckdb
+
 from atlasmart_assets.generate import write_synthetic
-from bench.worker import _floor, _write_floor
+from atlasmart_assets.lab import run_chain
+from atlasmart_assets.resources import Warehouse
+from atlasmart_assets.settings import Settings
+from atlasmart_assets.window import Window
+from bench.worker import _floor, _write_floor, write_floor_tables
 
 START = dt.date(2025, 9, 22)
 DAYS = 4
+STAGED = ("partition_date, line_id, order_id, customer_id, country, tier, sku, quantity, unit_price, unit_cost, "
+          "order_time, event_time, source_sequence")
+RAW = ("partition_date, line_id, order_id, customer_id, sku, quantity, unit_price, unit_cost, event_time, "
+       "source_sequence, extraction_batch, op")
 
 
 def _evidence(tmp_path: Path) -> Path:
@@ -60,3 +71,26 @@ def test_a_floor_that_disagrees_with_a_manifest_is_flagged(tmp_path: Path) -> No
     day.write_text(json.dumps(doc))
     assert _write_floor(_args(raw, tmp_path / "wf.json"))["matches_manifests"] is False
     assert _floor(_args(raw, tmp_path / "f.json"))["matches_manifests"] is False
+
+
+def test_the_write_floor_writes_the_lines_a_first_load_publishes(env: Settings, instance: dg.DagsterInstance) -> None:
+    """Row for row what a real first load publishes in staged.order_lines (the dimension's SCD2 versions and the
+    order times included, which the controls never read) and loads in raw.order_lines: a floor of the same work."""
+    start, end = "2026-09-01", "2026-09-10"
+    assert run_chain(instance, start, end, {"dagster/backfill": "floors"}).success
+    files = [str(env.raw_dir / f"partition={day}.json") for day in Window.of(start, end).keys]
+    con = duckdb.connect()
+    try:
+        write_floor_tables(con, files, env.raw_dir / "customers.json")
+        with Warehouse().reader() as wh:
+            published = wh.execute(f"select {STAGED} from staged.order_lines where partition_date between $s and $e "
+                                   "order by all", {"s": start, "e": end}).fetchall()
+            loaded = wh.execute(f"select {RAW} from raw.order_lines where partition_date between $s and $e "
+                                "order by all", {"s": start, "e": end}).fetchall()
+        floor_staged = con.execute(f"select {STAGED} from staged_lines order by all").fetchall()
+        floor_raw = con.execute(f"select {RAW} from raw_lines order by all").fetchall()
+    finally:
+        con.close()
+    assert len({r[4] for r in published}) > 1, "customers of several tiers"
+    assert floor_staged == published
+    assert floor_raw == loaded

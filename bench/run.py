@@ -135,11 +135,11 @@ class Bench:
         assert all(r["matches_manifests"] for r in runs), "the floor query disagrees with the manifests"
         self.results["floor"] = {"runs": runs, "median_s": med(r["wall_s"] for r in runs),
                                  "peak_rss_mib": max(r["peak_rss_mib"] for r in runs)}
-        self.write_floor()
 
+    # -- 2b. write floor -------------------------------------------------------------------------------------
     def write_floor(self) -> None:
-        """The least a first load writes (bench/worker.py, WRITE_FLOOR_RAW_SQL): its raw and staged lines, each
-        written once into a DuckDB file, with nothing else; the floor's runs and these alternate in time."""
+        """The least a first load writes in this layout (bench/worker.py, WRITE_FLOOR_RAW_SQL): its raw and staged
+        lines, each written once into a DuckDB file with AtlasMart's connection settings, with nothing else."""
         runs = []
         for k in range(self.args.repeats):
             out = self.work / f"write-floor-{k}.json"
@@ -535,6 +535,9 @@ def print_table(rows: list[tuple[str, str, str, str]]) -> str:
     return text
 
 
+PARTS = ("floor", "write_floor", "slice", "ui", "year")
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--days", type=int, default=365, help="days in the backfill (raw gets one more: the newest day)")
@@ -551,8 +554,7 @@ def main(argv: list[str] | None = None) -> None:
                    help="re-publishes of the year run back to back beside today's load (more of its runs beside them)")
     p.add_argument("--root", default="/tmp/atlasmart-bench", help="raw evidence and run data (outside the repo)")
     p.add_argument("--skip-cli", action="store_true", help="skip the one-process-per-partition CLI measurement")
-    p.add_argument("--only", nargs="*", choices=("floor", "slice", "ui", "year"),
-                   default=("floor", "slice", "ui", "year"))
+    p.add_argument("--only", nargs="*", choices=PARTS, default=PARTS)
     args = p.parse_args(argv)
     b = Bench(args)
     b.work.mkdir(parents=True, exist_ok=True)
@@ -562,7 +564,7 @@ def main(argv: list[str] | None = None) -> None:
     b.results["as_of"] = b.as_of.isoformat()
     started = time.perf_counter()
     b.generate()
-    for part in ("floor", "slice", "ui", "year"):
+    for part in PARTS:
         if part in args.only:
             getattr(b, part)()
             (OUT / "results.json").write_text(json.dumps(b.results, indent=1, default=str))
