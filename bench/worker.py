@@ -244,12 +244,13 @@ def _floor(args: argparse.Namespace) -> dict[str, Any]:
 
 # The write floor: the least a first load writes in this storage layout (tables of a DuckDB file, DuckDB's own
 # compression, AtlasMart's connection settings), with nothing else. The window's lines read as the floor reads them
-# and written once, in one statement, into a table with raw.order_lines' columns (as received), then the staged lines
-# (merged on line_id, the order's time, the customer version valid at it) written once into a second table with the
-# version store's columns, then the six controls per day read from them. No typing checks, audits, ledger, chunks
-# under a lock or Dagster: what is left of a first load above this is what AtlasMart does besides writing its two
-# layers once. Like the floor, it reads each day's first batch file (raw/partition=D.json) and customers.json, and
-# takes every record for an upsert (the bench's evidence holds no retraction).
+# (with every field raw.order_lines stores) and written once, in one statement, into a table with raw.order_lines'
+# columns (as received); then the staged lines (merged on line_id, the order's time, the customer version valid at
+# it) written once into a second table with the version store's columns; then the six controls per day read from
+# them. No typing checks, audits, ledger, chunks under a lock or Dagster: what is left of a first load above this is
+# what AtlasMart does besides writing its two layers once. Like the floor, it reads each day's first batch file
+# (raw/partition=D.json) and customers.json, and takes every record for an upsert (the bench's evidence holds no
+# retraction).
 WRITE_FLOOR_RAW_SQL = """
 create table raw_lines as
 select
@@ -331,6 +332,7 @@ left join customers
     and orders.order_time >= customers.valid_from
     and (customers.valid_to is null or orders.order_time < customers.valid_to)
 """
+
 
 def write_floor_tables(con: duckdb.DuckDBPyConnection, files: list[str], customers: Path) -> tuple[float, float]:
     """The write floor's two writes into `con` (raw_lines, then staged_lines); the seconds each took."""
