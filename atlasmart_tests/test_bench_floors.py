@@ -14,6 +14,7 @@ import duckdb
 
 from atlasmart_assets.generate import write_synthetic
 from atlasmart_assets.lab import run_chain
+from atlasmart_assets.raw_files import path_for
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.settings import Settings
 from atlasmart_assets.window import Window
@@ -78,7 +79,7 @@ def test_the_write_floor_writes_the_lines_a_first_load_publishes(env: Settings, 
     order times included, which the controls never read) and loads in raw.order_lines: a floor of the same work."""
     start, end = "2026-09-01", "2026-09-10"
     assert run_chain(instance, start, end, {"dagster/backfill": "floors"}).success
-    files = [str(env.raw_dir / f"partition={day}.json") for day in Window.of(start, end).keys]
+    files = [str(path_for(env.raw_dir, day)) for day in Window.of(start, end).keys]
     con = duckdb.connect()
     try:
         write_floor_tables(con, files, env.raw_dir / "customers.json")

@@ -198,10 +198,11 @@ latest as (
 
 
 def _window_files(args: argparse.Namespace) -> list[str]:
-    raw = Path(args.raw_dir)
-    first, last = dt.date.fromisoformat(args.start), dt.date.fromisoformat(args.end)
-    return [str(raw / f"partition={(first + dt.timedelta(days=k)).isoformat()}.json")
-            for k in range((last - first).days + 1)]
+    """Each day's first batch file (raw/partition=D.json) from --start to --end."""
+    from atlasmart_assets.raw_files import path_for
+    from atlasmart_assets.window import Window
+
+    return [str(path_for(Path(args.raw_dir), day)) for day in Window.of(args.start, args.end).keys]
 
 
 def _matches_manifests(files: list[str], rows: list[tuple[Any, ...]]) -> bool:
