@@ -92,6 +92,6 @@ def test_the_write_floor_writes_the_lines_a_first_load_publishes(env: Settings, 
         floor_raw = con.execute(f"select {RAW} from raw_lines order by all").fetchall()
     finally:
         con.close()
-    assert len({r[4] for r in published}) > 1, "customers of several tiers"
+    assert len({r[5] for r in published}) > 1, "customers of several tiers"
     assert floor_staged == published
     assert floor_raw == loaded
