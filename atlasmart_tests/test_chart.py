@@ -32,7 +32,7 @@ def test_a_long_window_with_first_publications_and_a_long_title_renders() -> Non
 def test_a_year_of_changes_fits_one_event_and_a_short_window_keeps_full_resolution() -> None:
     """The chart of a 365-day re-publish (a change every day) fits the budget of one materialization event; a
     3-day chart is not shrunk (it fits at the first resolution)."""
-    from atlasmart_assets.assets.correction import MAX_CHART_BYTES
+    from atlasmart_assets.change_chart import MAX_CHART_BYTES
 
     budget = MAX_CHART_BYTES * 3 // 4 - 100
     days = [f"d{k:03d}" for k in range(365)]
@@ -53,7 +53,7 @@ def test_a_years_correction_changing_every_day_is_charted_by_week_within_one_eve
     import datetime as dt
     import random
 
-    from atlasmart_assets.assets.correction import MAX_CHART_BYTES, _chart
+    from atlasmart_assets.change_chart import MAX_CHART_BYTES, change_chart
     from atlasmart_assets.warehouse.ledger import Current, DayCandidate, Publication
     from atlasmart_assets.window import Window
 
@@ -66,7 +66,7 @@ def test_a_years_correction_changing_every_day_is_charted_by_week_within_one_eve
         rows2, gmv2, cost2 = rows + rng.randint(-90, 90), gmv + rng.uniform(-9e4, 9e4), cost + rng.uniform(-9e4, 9e4)
         after[day] = DayCandidate(day, rows2, [rows2, 1, 1, gmv2, cost2, gmv2 - cost2], "b" * 64, "{}")
     pub = Publication("pub-new", "publish", Window.of(days[0], days[-1]), before, after, 0.0)
-    image = _chart(pub)
+    image = change_chart(pub)
     assert image is not None, "a year's chart is attached, not dropped"
     assert len(image) <= MAX_CHART_BYTES and image.startswith("![rows, gmv and cost before/after, weekly means]")
     labels, panels = chart.weekly(days, {"rows": ([1.0] * 365, [2.0] * 365)})

@@ -18,7 +18,7 @@ import pytest
 
 from atlasmart_assets import capacity, generate, pausable
 from atlasmart_assets.assets.common import controls_md
-from atlasmart_assets.assets.correction import MAX_CHART_BYTES
+from atlasmart_assets.change_chart import MAX_CHART_BYTES
 from atlasmart_assets.contract import CURRENT_LANE_TAGS
 from atlasmart_assets.lab import run_chain
 from atlasmart_assets.progress import Progress

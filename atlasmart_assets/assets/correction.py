@@ -8,6 +8,7 @@ from typing import Any, Callable, Iterator
 import dagster as dg
 
 from atlasmart_assets import capacity, failpoints, correction
+from atlasmart_assets.change_chart import DrawnAhead
 from atlasmart_assets.assets.common import (
     BACKFILL_POLICY,
     CODE_VERSION,
@@ -27,32 +28,6 @@ from atlasmart_assets.partitions import daily_partitions
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import scope_of_context
 from atlasmart_assets.warehouse.ledger import Publication
-
-
-# One materialization event stays under 64 KiB: the chart is drawn coarser until its markdown fits in 48 KiB.
-MAX_CHART_BYTES = 48 * 1024
-
-
-def _chart(pub: Publication) -> str | None:
-    """The change as a markdown-embedded PNG (matplotlib costs a second to import: only changes are drawn)."""
-    from atlasmart_assets import chart
-
-    days = sorted(pub.after)
-    before = [pub.before.get(d) for d in days]
-    after = [pub.after[d] for d in days]
-    panels = {
-        "rows": ([b.rows if b else None for b in before], [a.rows for a in after]),
-        "gmv": ([b.controls[3] if b else None for b in before], [a.controls[3] for a in after]),
-        "cost": ([b.controls[4] if b else None for b in before], [a.controls[4] for a in after]),
-    }
-    alt = "rows, gmv and cost before/after"
-    title, unit = f"Publication {pub.publication_id} ({pub.window}): before vs after", "day"
-    if len(days) > chart.DENSE_DAYS:
-        days, panels = chart.weekly(days, panels)
-        title, unit, alt = f"{title}, mean per day of each week", "week", f"{alt}, weekly means"
-    # base64 takes 4 bytes per 3, plus the markdown around it.
-    png = chart.fitting_png(days, panels, title, max_bytes=(MAX_CHART_BYTES - len(alt) - 40) * 3 // 4, unit=unit)
-    return chart.markdown_image(png, alt) if png else None
 
 
 def _day_metadata(pub: Publication, day: str) -> dict[str, Any]:
@@ -106,8 +81,15 @@ def correction_asset(context: dg.AssetExecutionContext,
     scope.enforce_fence()
     warehouse.prune_scratch(SCRATCH_MAX_AGE_S)
     cap = step_capacity(context, warehouse, scope)
-    outcome = correction.correct(warehouse, scope, _is_finished(context.instance), cap.threads, log=context.log.info,
-                                 give_way=cap.give_way, lowered=cap.lowered)
+    with DrawnAhead() as chart:
+        outcome = correction.correct(warehouse, scope, _is_finished(context.instance), cap.threads,
+                                     log=context.log.info, give_way=cap.give_way, lowered=cap.lowered,
+                                     on_publishing=chart.start)
+        try:
+            image = chart.image(outcome.publication) if outcome.publication is not None else None
+        except Exception as exc:  # noqa: BLE001 - the publication is committed; a chart must never fail it
+            context.log.warning(f"change chart not drawn: {type(exc).__name__}: {exc}")
+            image = None
     yield from (check_result(a) for a in outcome.audits)
     refuse(str(scope.window), outcome.audits)
     pub = outcome.publication
@@ -124,11 +106,6 @@ def correction_asset(context: dg.AssetExecutionContext,
         context.add_asset_metadata({"dagster/row_count": _mart_rows(pub, day), "sha256": pub.after[day].sha256,
                                     "extract": dg.MetadataValue.path(str(cfg.published_dir / file_name(day)))},
                                    asset_key=list(REVENUE_DAILY), partition_key=day)
-    try:
-        image = _chart(pub) if pub.changed else None
-    except Exception as exc:  # noqa: BLE001 - the publication is committed; a chart must never fail it
-        context.log.warning(f"change chart not drawn: {type(exc).__name__}: {exc}")
-        image = None
     # The run's own figures (publication, notice, chart) go once, on the newest day's event: Dagster copies a ranged
     # MaterializeResult's metadata into every partition's event, which grows the event log with days x days.
     newest = max(pub.after)
