@@ -4,6 +4,7 @@ by a backfill of that day alone, with stale days shown before and cleared after.
 import datetime as dt
 import json
 
+import dagster as dg
 import pytest
 
 from atlasmart_assets import cli, evidence, extracts, generate
@@ -135,11 +136,30 @@ def _observed_versions(instance) -> dict[str, str]:  # noqa: ANN001
 
 
 def test_the_ui_sees_a_new_batch_as_a_new_data_version_of_that_day_only(env, instance, published) -> None:
+    from atlasmart_assets.assets.raw import observed_versions
+
     before = _observed_versions(instance)
     assert DAY in before and "2026-09-21" in before
+    assert _observed_versions(instance) == {}, "nothing new on disk: no observation (the event log stays small)"
     generate.late_delta(env.raw_dir, dt.date.fromisoformat(DAY), "B-2026-09-18-02")
     after = _observed_versions(instance)
-    assert [d for d in after if after[d] != before.get(d)] == [DAY]
+    assert list(after) == [DAY] and after[DAY] != before[DAY], "only the day with a new batch is observed again"
+    latest = observed_versions(instance, dg.AssetKey(["raw", "landing_batches"]), set(before))
+    assert latest == {**before, DAY: after[DAY]}, "every other day keeps its last observed version"
+
+
+def test_observed_versions_are_found_past_one_page(env, instance, monkeypatch) -> None:
+    """The latest observation of a day observed long ago is found behind pages of newer ones."""
+    from atlasmart_assets.assets import raw
+
+    first = _observed_versions(instance)
+    monkeypatch.setattr(raw, "PAGE", 2)
+    for k in range(3):
+        generate.late_delta(env.raw_dir, dt.date.fromisoformat(DAY), f"B-2026-09-18-0{k + 2}")
+        assert list(_observed_versions(instance)) == [DAY]
+    latest = raw.observed_versions(instance, dg.AssetKey(["raw", "landing_batches"]), set(first))
+    assert set(latest) == set(first) and all(latest[d] == first[d] for d in first if d != DAY)
+    assert latest[DAY] != first[DAY]
 
 
 @pytest.mark.parametrize("seed", range(6))
