@@ -510,11 +510,13 @@ def test_a_day_of_many_batches_costs_its_event_no_more_than_a_day_of_five(env, i
     with how many it leaves out, so its size does not grow with the batch count. Days of 5 and of 40 batches,
     loaded in one run, are compared."""
     assert run_chain(instance, *HISTORY, {"dagster/backfill": "bf-first"}).success
-    few, many = dt.date(2026, 9, 3), dt.date(2026, 9, 4)
+    few, many, long_ids = dt.date(2026, 9, 3), dt.date(2026, 9, 4), dt.date(2026, 9, 5)
     for day, later in ((few, 4), (many, 39)):
         for k in range(later):
             generate.late_delta(env.raw_dir, day, f"B-{day.isoformat()}-{k + 2:02d}", seed=k)
-    result = run_chain(instance, few.isoformat(), many.isoformat(), {"dagster/backfill": "bf-many"})
+    for k in range(4):  # batch ids as long as a batch name may be (128 characters)
+        generate.late_delta(env.raw_dir, long_ids, f"B-{long_ids.isoformat()}-{k + 2:02d}-" + "x" * 112, seed=k)
+    result = run_chain(instance, few.isoformat(), long_ids.isoformat(), {"dagster/backfill": "bf-many"})
     assert result.success
     events = {e.asset_materialization.partition: e for e in instance.all_logs(result.run_id)
               if e.asset_materialization and e.asset_materialization.asset_key == dg.AssetKey(["raw", "order_lines"])}
@@ -528,6 +530,9 @@ def test_a_day_of_many_batches_costs_its_event_no_more_than_a_day_of_five(env, i
     size = {day: len(dg.serialize_value(e)) for day, e in events.items()}
     assert size[few.isoformat()] < 8 * 1024, size
     assert abs(len(many_md) - len(shown[few.isoformat()])) < 100, (len(many_md), len(shown[few.isoformat()]))
+    long_md = shown[long_ids.isoformat()]
+    assert long_md.count("x" * 20 + "…`") == 4, "each long id is shown cut, whole in raw.batches"
+    assert len(long_md) - len(shown[few.isoformat()]) <= 4 * 25, (len(long_md), len(shown[few.isoformat()]))
 
 
 def test_a_days_controls_read_as_a_small_markdown_table() -> None:

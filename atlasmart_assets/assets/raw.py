@@ -25,10 +25,17 @@ from atlasmart_assets.assets.schemas import CUSTOMERS_SCHEMA, RAW_SCHEMA
 # A day's batches shown in its event: a year's backfill writes 365 of these events, and a day may hold hundreds of
 # batches (hourly deltas); the whole list is in raw.batches and the publication's input_batches.
 SHOWN_BATCHES = 5
+# A batch id may be 128 characters: each shown one is cut to this many, so that ids do not grow a year's events
+# (five of 128 would add about 0.2 MB to a 365-day backfill's event log, whose budget is 5 MB).
+SHOWN_ID_CHARS = 40
+
+
+def _shown_id(batch: str) -> str:
+    return batch if len(batch) <= SHOWN_ID_CHARS else batch[:SHOWN_ID_CHARS - 1] + "…"
 
 
 def _batch_line(b: dict[str, Any]) -> str:
-    return (f"- `{b['batch']}` ({b['kind']}, high sequence {b['source_high_sequence']}"
+    return (f"- `{_shown_id(b['batch'])}` ({b['kind']}, high sequence {b['source_high_sequence']}"
             + (f", extracted {md(b['extracted_at'])}" if b.get("extracted_at") else "")
             + f", sha256 `{b['sha256'][:12]}`)")
 
