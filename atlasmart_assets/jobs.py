@@ -68,21 +68,22 @@ RESTORED_ASSETS = (STAGED_ORDER_LINES, FCT_ORDER_LINES, REVENUE_DAILY)
 
 
 def _restored_metadata(pub: Publication, day: str, restored_from: str | None, asset: tuple[str, ...],
-                       notice: Path | None) -> dict[str, Any]:
-    """One restored partition's materialization: what readers see now, and which version it is."""
+                       notice: Path | None, run_wide: bool) -> dict[str, Any]:
+    """One restored partition's materialization: what readers see now, and which version it is; the rollback's own
+    figures (publication, notice) only where `run_wide` (the newest day's), as a correction's are."""
     after, before = pub.after[day], pub.before.get(day)
     rows = len(json.loads(after.extract_json)["rows"]) if asset == REVENUE_DAILY else after.rows
     meta: dict[str, Any] = {
         "dagster/row_count": rows,
-        "publication_id": pub.publication_id,
-        "kind": "rollback",
         "restored_from": restored_from or "",
         "sha256": after.sha256,
         "controls": controls_md(before.controls if before else None, after.controls,
                                 before.sha256 if before and before.sha256 != after.sha256 else None),
     }
-    if notice is not None:
-        meta["change_notice"] = dg.MetadataValue.path(str(notice))
+    if run_wide:
+        meta.update({"publication_id": pub.publication_id, "kind": "rollback", "window": str(pub.window)})
+        if notice is not None:
+            meta["change_notice"] = dg.MetadataValue.path(str(notice))
     return meta
 
 
@@ -99,12 +100,14 @@ def rollback_range(context: dg.OpExecutionContext, config: RollbackConfig,
                                     "where publication_id = $p", {"p": pub.publication_id}).fetchall())
     notice = notices.notice_path(warehouse.settings, pub.publication_id)
     notice = notice if notice.exists() else None
+    newest = max(pub.after)
     for day in sorted(pub.after):
         for asset in RESTORED_ASSETS:
             yield dg.AssetMaterialization(
                 asset_key=list(asset), partition=day,
-                description=f"Rolled back to {restored.get(day)} by {pub.publication_id}: {config.reason}",
-                metadata=_restored_metadata(pub, day, restored.get(day), asset, notice))
+                description=f"Rolled back to {restored.get(day)}" + (
+                    f" by {pub.publication_id} ({pub.window}): {config.reason}" if day == newest else ""),
+                metadata=_restored_metadata(pub, day, restored.get(day), asset, notice, day == newest))
     yield dg.Output({"publication_id": pub.publication_id, "window": str(pub.window),
                      "notice": str(notice) if notice else None,
                      "restored": {d: {"rows": c.rows, "controls": c.controls, "sha256": c.sha256,

@@ -47,10 +47,17 @@ def targets(wh: Warehouse, window: Window, to_publication: str | None) -> dict[s
         return out
 
 
+REASON_MAX_CHARS = 1000
+
+
 def rollback(wh: Warehouse, start: str, end: str | None, reason: str, run_id: str,
              to_publication: str | None = None) -> Publication:
     if not reason.strip():
         raise ValueError("a rollback needs a reason (it is recorded in the ledger)")
+    if len(reason) > REASON_MAX_CHARS:
+        raise ValueError(f"a rollback's reason is {len(reason):,} characters, past the {REASON_MAX_CHARS:,} it may "
+                         "have (it goes into the ledger, the notice, the Slack message and the run's events): say "
+                         "why in short and point to the rest (an incident link, say)")
     window = Window.of(start, end)
     chosen = targets(wh, window, to_publication)
     scratch = wh.scratch_path(run_id)

@@ -143,3 +143,32 @@ def test_cli_rollback_is_a_run_of_rollback_job_in_the_instance(env, home_instanc
     assert "partition 2026-09-19 shows its first publication" in capsys.readouterr().err
     failed = instance.get_runs(dg.RunsFilter(job_name="rollback_job", statuses=[dg.DagsterRunStatus.FAILURE]))
     assert len(failed) == 1
+
+
+def test_a_rollback_of_several_days_puts_its_own_figures_on_the_newest_day_only(env, instance) -> None:
+    """Each restored day's events carry that day's figures; the publication, window, notice and reason go once, on
+    the newest day's (a year's rollback would otherwise repeat them 3 x 365 times)."""
+    assert run_chain(instance, "2026-09-18", "2026-09-20").success
+    assert run_chain(instance, "2026-09-18", "2026-09-20", {"dagster/backfill": "bf-again",
+                                                            "atlasmart/rederive": "a second version"}).success
+    result = defs.resolve_job_def("rollback_job").execute_in_process(
+        instance=instance, run_config={"ops": {"rollback_range": {"config": {
+            "start": "2026-09-18", "end": "2026-09-20", "reason": "back to the first version"}}}})
+    assert result.success
+    for asset in ASSETS:
+        for day in ("2026-09-18", "2026-09-19", "2026-09-20"):
+            record = _latest(instance, asset, day)
+            meta, text = record.asset_materialization.metadata, record.asset_materialization.description
+            assert record.run_id == result.run_id and meta["restored_from"].value and meta["sha256"].value
+            newest = day == "2026-09-20"
+            assert ("publication_id" in meta) == newest and ("change_notice" in meta) == newest, (asset, day)
+            assert ("back to the first version" in text) == newest, (asset, day, text)
+
+
+def test_a_rollback_reason_past_its_length_is_refused_and_nothing_changes(env, instance, capsys) -> None:
+    assert run_chain(instance, "2026-09-19", "2026-09-20").success
+    lab.publish_legacy_incident(Warehouse())
+    before = state.snapshot(env)
+    assert cli.main(["rollback", "--from", "2026-09-20", "--reason", "x" * 1001]) == 2
+    assert "past the 1,000 it may have" in capsys.readouterr().err
+    assert state.snapshot(env) == before
