@@ -8,6 +8,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from types import TracebackType
 
+from atlasmart_assets import chart
 from atlasmart_assets.warehouse.ledger import Publication
 
 # One materialization event stays under 64 KiB: the chart is drawn coarser until its markdown fits in 48 KiB.
@@ -32,8 +33,6 @@ def inputs(pub: Publication) -> ChartInputs | None:
     (only changes are drawn)."""
     if not pub.changed:
         return None
-    from atlasmart_assets import chart  # matplotlib costs a second to import: only a process that draws pays it
-
     days = sorted(pub.after)
     before = [pub.before.get(d) for d in days]
     after = [pub.after[d] for d in days]
@@ -55,8 +54,6 @@ def draw(spec: ChartInputs | None) -> str | None:
     """The chart as a markdown-embedded PNG that fits one event, or None (nothing changed, or no resolution fits)."""
     if spec is None:
         return None
-    from atlasmart_assets import chart
-
     panels = {name: (list(b), list(a)) for name, b, a in spec.panels}
     # base64 takes 4 bytes per 3, plus the markdown around it.
     png = chart.fitting_png(list(spec.days), panels, spec.title,

@@ -10,6 +10,7 @@ from typing import Any
 import dagster as dg
 
 from atlasmart_assets import candidates, partitions, raw_files, reference, sql, stale
+from atlasmart_assets.event_budget import bounded_figures, cut_text
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import fence_refusal
 from atlasmart_assets.warehouse import ledger
@@ -156,12 +157,41 @@ def markdown(plan: Plan) -> str:
 
 
 
-def png(plan: Plan) -> bytes:
+# The plan is shown in one observation event, which stays under 64 KiB whatever the window: a year's plan (a table
+# row, an impact entry and a chart point per day) would be several hundred KB. Each part is cut to its share.
+PLAN_TEXT_MAX_CHARS = 12_000
+PLAN_FIGURES_MAX_BYTES = 12 * 1024
+PLAN_CHART_MAX_BYTES = 18 * 1024
+
+
+def png(plan: Plan, max_bytes: int = PLAN_CHART_MAX_BYTES) -> bytes | None:
+    """The plan's chart, at the highest resolution that fits `max_bytes` (beyond a quarter, weekly means), or None."""
     from atlasmart_assets import chart
 
     imp = list(plan.impact.values())
-    return chart.before_after_png(list(plan.impact), {
+    days = list(plan.impact)
+    panels: dict[str, chart.Series] = {
         "rows": ([i.rows_now for i in imp], [i.rows_after for i in imp]),
         "gmv": ([i.controls_now[3] if i.controls_now else None for i in imp], [i.controls_after[3] for i in imp]),
         "cost": ([i.controls_now[4] if i.controls_now else None for i in imp], [i.controls_after[4] for i in imp]),
-    }, f"Backfill plan {plan.requested}: published now vs after the correction")
+    }
+    title, unit = f"Backfill plan {plan.requested}: published now vs after the correction", "day"
+    if len(days) > chart.DENSE_DAYS:
+        days, panels = chart.weekly(days, panels)
+        title, unit = f"{title}, mean per day of each week", "week"
+    return chart.fitting_png(days, panels, title, max_bytes=max_bytes, unit=unit)
+
+
+def observation_metadata(plan: Plan) -> dict[str, Any]:
+    """What the plan job's observation carries: the plan as an operator reads it with its chart, the plan's figures,
+    the days that would change and the days the fence refuses, each cut to its share of one event."""
+    from atlasmart_assets import chart
+
+    image = png(plan) if plan.impact else None
+    text = cut_text(markdown(plan), PLAN_TEXT_MAX_CHARS)
+    return {
+        "backfill_plan": dg.MetadataValue.md(text + ("\n\n" + chart.markdown_image(image, "rows and gmv") if image else "")),
+        "plan": dg.MetadataValue.json(bounded_figures(plan.as_dict(), PLAN_FIGURES_MAX_BYTES)),
+        "partitions_changing": [d for d, i in plan.impact.items() if i.changed],
+        "refused_by_fence": plan.refused,
+    }

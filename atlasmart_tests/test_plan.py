@@ -97,3 +97,22 @@ def test_plan_job_shows_the_plan_in_the_ui(env, instance, published) -> None:
              if e.event_type_value == "ASSET_OBSERVATION"]
     assert obs.metadata["refused_by_fence"].value == ["2026-09-21"]
     assert "data:image/png;base64," in obs.metadata["backfill_plan"].value
+
+
+def test_a_years_plan_fits_one_event() -> None:
+    """A plan's observation is one event: a year's (a table row, an impact entry and a chart point per day) stays
+    under 64 KiB, its text, figures and chart each cut to their share, the days that would change all named."""
+    import dagster as dg
+
+    days = [(dt.date(2025, 9, 22) + dt.timedelta(days=k)).isoformat() for k in range(365)]
+    impact = {d: plan.DayImpact(d, 20_000 + k, 20_000 + k + k % 3, [20_000 + k, 9_000, 60_000, 6e6 + k, 3e6, 3e6 + k],
+                                [20_000 + k + k % 3, 9_000, 60_000, 6e6 + 2 * k, 3e6, 3e6 + 2 * k], "a" * 64,
+                                "b" * 64 if k % 3 else "a" * 64, k % 3, 0, k % 5, [f"L-{d}-{j:06d}" for j in range(5)])
+              for k, d in enumerate(days)}
+    p = plan.Plan(f"{days[0]}..{days[-1]}", days, [], None, ["raw/order_lines", "staged/order_lines"], {}, {}, impact)
+    meta = plan.observation_metadata(p)
+    size = len(dg.serialize_value(dg.AssetObservation(asset_key=["fact", "fct_order_lines"], metadata=meta)))
+    assert size < 64 * 1024, size
+    assert "data:image/png;base64," in meta["backfill_plan"].value, "the chart is drawn (weekly), not dropped"
+    assert meta["partitions_changing"] == [d for k, d in enumerate(days) if k % 3]
+    assert "entries_omitted" in meta["plan"].value, "the figures say what they left out"
