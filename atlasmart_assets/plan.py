@@ -164,8 +164,9 @@ PLAN_FIGURES_MAX_BYTES = 12 * 1024
 PLAN_CHART_MAX_BYTES = 18 * 1024
 
 
-def png(plan: Plan, max_bytes: int = PLAN_CHART_MAX_BYTES) -> bytes | None:
-    """The plan's chart, at the highest resolution that fits `max_bytes` (beyond a quarter, weekly means), or None."""
+def png(plan: Plan, max_bytes: int | None = None) -> bytes | None:
+    """The plan's chart: a point per day (`max_bytes` None: the command's file), or at the highest resolution that
+    fits `max_bytes` (beyond a quarter, weekly means), or None if none does."""
     from atlasmart_assets import chart
 
     imp = list(plan.impact.values())
@@ -176,6 +177,8 @@ def png(plan: Plan, max_bytes: int = PLAN_CHART_MAX_BYTES) -> bytes | None:
         "cost": ([i.controls_now[4] if i.controls_now else None for i in imp], [i.controls_after[4] for i in imp]),
     }
     title, unit = f"Backfill plan {plan.requested}: published now vs after the correction", "day"
+    if max_bytes is None:
+        return chart.before_after_png(days, panels, title)
     if len(days) > chart.DENSE_DAYS:
         days, panels = chart.weekly(days, panels)
         title, unit = f"{title}, mean per day of each week", "week"
@@ -187,7 +190,7 @@ def observation_metadata(plan: Plan) -> dict[str, Any]:
     the days that would change and the days the fence refuses, each cut to its share of one event."""
     from atlasmart_assets import chart
 
-    image = png(plan) if plan.impact else None
+    image = png(plan, PLAN_CHART_MAX_BYTES) if plan.impact else None
     text = cut_text(markdown(plan), PLAN_TEXT_MAX_CHARS)
     return {
         "backfill_plan": dg.MetadataValue.md(text + ("\n\n" + chart.markdown_image(image, "rows and gmv") if image else "")),

@@ -116,3 +116,13 @@ def test_a_years_plan_fits_one_event() -> None:
     assert "data:image/png;base64," in meta["backfill_plan"].value, "the chart is drawn (weekly), not dropped"
     assert meta["partitions_changing"] == [d for k, d in enumerate(days) if k % 3]
     assert "entries_omitted" in meta["plan"].value, "the figures say what they left out"
+
+
+def test_the_plan_command_writes_its_chart_a_point_per_day(env, published, tmp_path, capsys) -> None:
+    from atlasmart_assets import cli
+
+    published(("2026-09-19", "2026-09-20"))
+    out = tmp_path / "plan.png"
+    assert cli.main(["plan", "--from", "2026-09-19", "--to", "2026-09-20", "--png", str(out)]) == 0
+    assert out.read_bytes().startswith(b"\x89PNG"), "the command's file is the whole chart, never cut to an event"
+    assert "Backfill plan 2026-09-19..2026-09-20" in capsys.readouterr().out
