@@ -4,11 +4,13 @@ one core, which the publish's DuckDB writes leave partly free."""
 
 from __future__ import annotations
 
-from concurrent.futures import Future, ThreadPoolExecutor
+import contextlib
+import os
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from types import TracebackType
 
-from atlasmart_assets import chart
+from atlasmart_assets import capacity, chart
 from atlasmart_assets.warehouse.ledger import Publication
 
 # One materialization event stays under 64 KiB: the chart is drawn coarser until its markdown fits in 48 KiB.
@@ -66,13 +68,22 @@ def change_chart(pub: Publication) -> str | None:
     return draw(inputs(pub))
 
 
+def _lowered(niceness: int) -> None:
+    with contextlib.suppress(OSError):  # a chart drawn at the step's own priority is no failure
+        os.setpriority(os.PRIO_PROCESS, 0, niceness)  # on Linux, the calling thread's own
+
+
 class DrawnAhead:
     """Draws the chart of the publication a correction announces (`start`, before its publish) on one thread,
     while the publish writes; `image(pub)` then takes it if the publication shows what was drawn, and draws again
-    otherwise. Leaving the block waits for the thread, so no drawing outlives the step (or meets a fork)."""
+    otherwise. Leaving the block waits for the thread, so no drawing outlives the step (or meets a fork). A
+    backfill's thread runs at its scratch work's `niceness`: it draws while the publish may be waiting for today's
+    load, which must not lose a core to it."""
 
-    def __init__(self) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="change-chart")
+    def __init__(self, niceness: int = 0) -> None:
+        lowers = niceness > 0 and capacity.LOWERS
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="change-chart",
+                                        initializer=_lowered if lowers else None, initargs=(niceness,) if lowers else ())
         self._ahead: tuple[ChartInputs, Future[str | None]] | None = None
 
     def __enter__(self) -> DrawnAhead:
@@ -84,13 +95,16 @@ class DrawnAhead:
     def start(self, preview: Publication) -> None:
         try:
             spec = inputs(preview)
+            if spec is not None:
+                self._ahead = (spec, self._pool.submit(draw, spec))
         except Exception:  # noqa: BLE001 - never the publish's problem: image() draws again and reports it
-            return
-        if spec is not None:
-            self._ahead = (spec, self._pool.submit(draw, spec))
+            self._ahead = None
 
     def image(self, pub: Publication) -> str | None:
         spec = inputs(pub)
-        if self._ahead is not None and self._ahead[0] == spec:
-            return self._ahead[1].result()
+        if self._ahead is not None:
+            drawing, done = self._ahead
+            if drawing == spec:
+                return done.result()
+            wait([done])  # pyplot is not thread-safe: one chart at a time
         return draw(spec)

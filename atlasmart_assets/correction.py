@@ -12,6 +12,7 @@ import duckdb
 from atlasmart_assets import audits, candidates, capacity, failpoints, raw_load, reference, sql, unchanged
 from atlasmart_assets.audits import Audit
 from atlasmart_assets.contract import CODE_VERSION, FCT_ORDER_LINES, REVENUE_DAILY, STAGED_ORDER_LINES
+from atlasmart_assets.event_budget import cut_text
 from atlasmart_assets.progress import Progress
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunScope
@@ -397,8 +398,14 @@ def correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool],
             pub_id = ledger.new_publication_id("publish")
             if on_publishing is not None:
                 on_publishing(Publication(pub_id, "publish", scope.window, expected, days, 0.0))
-            outcome.publication = publish(wh, wh.scratch_path(run_id), scope.window, scope.run, CODE_VERSION, days,
-                                          expected, stats=stats, give_way=give_way, on_chunk=written, pub_id=pub_id)
+            try:
+                outcome.publication = publish(wh, wh.scratch_path(run_id), scope.window, scope.run, CODE_VERSION,
+                                              days, expected, stats=stats, give_way=give_way, on_chunk=written,
+                                              pub_id=pub_id)
+            except Exception as exc:
+                # The run log's last line says the step stopped, not an estimate of work that will not happen.
+                progress.end("publish", f"stopped by {type(exc).__name__}: {cut_text(str(exc), 300)}")
+                raise
             wh.drop_scratch(run_id)
             progress.done("publish", f"publication {outcome.publication.publication_id}, "
                                      f"{len(outcome.publication.changed)} day(s) changed")

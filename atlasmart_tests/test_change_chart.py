@@ -88,3 +88,35 @@ def test_the_chart_drawn_ahead_is_used_only_for_the_publication_it_shows(monkeyp
     with DrawnAhead() as ahead:
         ahead.start(unchanged)
         assert ahead.image(unchanged) is None and drawn == [None], "no day changed: nothing is drawn"
+
+
+def test_a_backfills_chart_is_drawn_at_its_scratch_works_lower_priority(monkeypatch) -> None:
+    import os
+
+    import pytest
+
+    from atlasmart_assets import capacity
+
+    if not capacity.LOWERS:
+        pytest.skip("per-thread niceness is Linux's")
+    seen: list[int] = []
+    real_draw = change_chart.draw
+
+    def noting(spec: change_chart.ChartInputs | None) -> str | None:
+        seen.append(os.getpriority(os.PRIO_PROCESS, 0))
+        return real_draw(spec)
+
+    monkeypatch.setattr(change_chart, "draw", noting)
+    caller = os.getpriority(os.PRIO_PROCESS, 0)
+    target = capacity.niceness_of(10)
+    pub = _publication()
+    with DrawnAhead(target) as ahead:
+        ahead.start(pub)
+        assert ahead.image(pub) is not None
+    assert seen == [target] and target > caller, "drawn on the lowered thread"
+    assert os.getpriority(os.PRIO_PROCESS, 0) == caller, "the step's own priority never changes"
+    seen.clear()
+    with DrawnAhead() as ahead:  # today's load: the step's own priority
+        ahead.start(pub)
+        ahead.image(pub)
+    assert seen == [caller]

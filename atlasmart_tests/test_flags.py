@@ -45,10 +45,13 @@ def test_a_publish_conflict_leaves_no_flag(env, instance, published) -> None:
     def republish_meanwhile(_con) -> None:  # noqa: ANN001 - another publisher moves 2026-09-20 after our audit read
         lab.publish_legacy_incident(Warehouse())
 
+    lines: list[str] = []
     with pytest.raises(PublishConflict):
         correct(Warehouse(), _scope("run-c", "2026-09-20", "2026-09-20", "bf-c"), lambda _: True,
-                adjust_staged=republish_meanwhile)
+                adjust_staged=republish_meanwhile, log=lines.append)
     assert _held() == {}
+    assert "publish: stopped by PublishConflict: partitions ['2026-09-20'] were republished" in lines[-1], lines[-1]
+    assert lines[-1].endswith("ended"), "the run log's last line says the step stopped, not what is left to do"
 
 
 def test_a_refusal_and_a_parse_error_leave_no_flag(env, instance, published) -> None:

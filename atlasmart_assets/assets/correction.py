@@ -81,7 +81,7 @@ def correction_asset(context: dg.AssetExecutionContext,
     scope.enforce_fence()
     warehouse.prune_scratch(SCRATCH_MAX_AGE_S)
     cap = step_capacity(context, warehouse, scope)
-    with DrawnAhead() as chart:
+    with DrawnAhead(cap.niceness) as chart:
         outcome = correction.correct(warehouse, scope, _is_finished(context.instance), cap.threads,
                                      log=context.log.info, give_way=cap.give_way, lowered=cap.lowered,
                                      on_publishing=chart.start)
