@@ -148,8 +148,9 @@ def test_the_ui_sees_a_new_batch_as_a_new_data_version_of_that_day_only(env, ins
     assert latest == {**before, DAY: after[DAY]}, "every other day keeps its last observed version"
 
 
-def test_observed_versions_are_found_past_one_page(env, instance, monkeypatch) -> None:
-    """The latest observation of a day observed long ago is found behind pages of newer ones."""
+def test_observed_versions_read_one_page_then_one_record_per_day_missing_from_it(env, instance, monkeypatch) -> None:
+    """The latest observation of a day observed long ago is found behind newer ones, and a day never observed costs
+    one query of at most one record: never a pass over the observation history."""
     from atlasmart_assets.assets import raw
 
     first = _observed_versions(instance)
@@ -157,9 +158,20 @@ def test_observed_versions_are_found_past_one_page(env, instance, monkeypatch) -
     for k in range(3):
         generate.late_delta(env.raw_dir, dt.date.fromisoformat(DAY), f"B-2026-09-18-0{k + 2}")
         assert list(_observed_versions(instance)) == [DAY]
-    latest = raw.observed_versions(instance, dg.AssetKey(["raw", "landing_batches"]), set(first))
-    assert set(latest) == set(first) and all(latest[d] == first[d] for d in first if d != DAY)
-    assert latest[DAY] != first[DAY]
+    calls: list[tuple] = []
+    real = instance.fetch_observations
+
+    def counting(records_filter, limit, cursor=None, ascending=False):  # noqa: ANN001, ANN202
+        calls.append((records_filter.asset_partitions, limit, cursor))
+        return real(records_filter, limit, cursor, ascending)
+
+    monkeypatch.setattr(instance, "fetch_observations", counting)
+    wanted = set(first) | {"2026-10-01"}  # a day never observed
+    latest = raw.observed_versions(instance, dg.AssetKey(["raw", "landing_batches"]), wanted)
+    assert set(latest) == set(first) and latest[DAY] != first[DAY]
+    assert all(latest[d] == first[d] for d in first if d != DAY)
+    assert calls[0] == (None, 2, None), "the newest page (it held only the day observed again)"
+    assert sorted(c[0][0] for c in calls[1:]) == sorted(wanted - {DAY}) and all(c[1:] == (1, None) for c in calls[1:])
 
 
 @pytest.mark.parametrize("seed", range(6))

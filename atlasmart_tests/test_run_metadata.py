@@ -531,7 +531,8 @@ def test_a_day_of_many_batches_costs_its_event_no_more_than_a_day_of_five(env, i
     assert size[few.isoformat()] < 8 * 1024, size
     assert abs(len(many_md) - len(shown[few.isoformat()])) < 100, (len(many_md), len(shown[few.isoformat()]))
     long_md = shown[long_ids.isoformat()]
-    assert long_md.count("x" * 20 + "…`") == 4, "each long id is shown cut, whole in raw.batches"
+    assert long_md.count("x" * 10 + "…" + "x" * 13 + "`") == 4, "each long id is shown cut, whole in raw.batches"
+    assert all(f"`B-{long_ids.isoformat()}-{k:02d}-x" in long_md for k in (2, 3, 4, 5)), "its start tells them apart"
     assert len(long_md) - len(shown[few.isoformat()]) <= 4 * 25, (len(long_md), len(shown[few.isoformat()]))
 
 
@@ -542,3 +543,12 @@ def test_a_days_controls_read_as_a_small_markdown_table() -> None:
     first = controls_md(None, [10, 4, 12, 690, 400.5, 289.5]).value
     assert "| cost | — | 400.5 | new |" in first and "sha256 before" not in first
     assert len(changed) < 400, "a day's controls stay small: a year's backfill writes 365 of them"
+
+
+def test_long_batch_ids_that_differ_only_at_their_end_are_shown_apart() -> None:
+    from atlasmart_assets.assets.raw import SHOWN_ID_CHARS, _shown_id
+
+    hourly = ["extract-" + "y" * 60 + f"-T{h:02d}" for h in (1, 2)]
+    shown = [_shown_id(b) for b in hourly]
+    assert shown[0] != shown[1] and all(len(s) == SHOWN_ID_CHARS for s in shown), shown
+    assert _shown_id("B-2026-09-18-02") == "B-2026-09-18-02", "a short id is shown whole"

@@ -31,7 +31,11 @@ SHOWN_ID_CHARS = 40
 
 
 def _shown_id(batch: str) -> str:
-    return batch if len(batch) <= SHOWN_ID_CHARS else batch[:SHOWN_ID_CHARS - 1] + "…"
+    """The id, or its start and its end around '…' (ids often differ only at the end: ...-T01, ...-T02)."""
+    if len(batch) <= SHOWN_ID_CHARS:
+        return batch
+    tail = SHOWN_ID_CHARS // 3
+    return batch[:SHOWN_ID_CHARS - tail - 1] + "…" + batch[-tail:]
 
 
 def _batch_line(b: dict[str, Any]) -> str:
@@ -79,19 +83,20 @@ PAGE = 1000
 
 
 def observed_versions(instance: dg.DagsterInstance, key: dg.AssetKey, days: set[str]) -> dict[str, str]:
-    """The latest observed data version of each of `days` that has one: the asset's observations read newest
-    first, a page at a time, until every day is found (one page when each tick observed every day, as before)."""
+    """The latest observed data version of each of `days` that has one: the newest page of the asset's
+    observations, then the latest of each day not on it, one day at a time (a query of at most one record each).
+    Never the whole history: an instance that observed every day every ten minutes holds millions, and a day never
+    observed yet (a new day, every day) would otherwise be looked for through all of them."""
     found: dict[str, str] = {}
-    cursor = None
-    while len(found) < len(days):
-        page = instance.fetch_observations(dg.AssetRecordsFilter(asset_key=key), limit=PAGE, cursor=cursor)
-        for record in page.records:
-            obs = record.asset_observation
-            if obs is not None and obs.partition in days and obs.partition not in found:
-                found[obs.partition] = obs.tags.get(DATA_VERSION_TAG, "")
-        if not page.has_more:
-            break
-        cursor = page.cursor
+    for record in instance.fetch_observations(dg.AssetRecordsFilter(asset_key=key), limit=PAGE).records:
+        obs = record.asset_observation
+        if obs is not None and obs.partition in days and obs.partition not in found:
+            found[obs.partition] = obs.tags.get(DATA_VERSION_TAG, "")
+    for day in sorted(days - set(found)):
+        latest = instance.fetch_observations(dg.AssetRecordsFilter(asset_key=key, asset_partitions=[day]), limit=1)
+        for record in latest.records:
+            if record.asset_observation is not None:
+                found[day] = record.asset_observation.tags.get(DATA_VERSION_TAG, "")
     return found
 
 
