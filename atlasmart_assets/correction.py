@@ -320,16 +320,12 @@ def _build_line(scope: RunScope, built: list[str], new: list[str], kept: unchang
 def correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool], threads: int | None = None,
             adjust_staged: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
             log: Callable[[str], None] | None = None, give_way: GiveWay | None = None,
-            lowered: capacity.Lowered | None = None,
-            on_publishing: Callable[[Publication], None] | None = None) -> Outcome:
+            lowered: capacity.Lowered | None = None) -> Outcome:
     """Build, audit and (if clean) publish the window. Every exit path that did not publish releases the run's
     flags; the scratch database is dropped after a publication and kept for inspection after a refusal.
     `adjust_staged` edits the staged candidate before fact and mart are derived (the audit tests craft bad
     candidates with it). A backfill's scratch work runs `lowered` (lower CPU priority, fewer cores beside today's
-    load), and its `give_way` is called before each warehouse hold of the publish. `on_publishing(preview)`: once
-    the audits pass, before the publish, with the publication it is about to make as the audit saw it (its id,
-    what each day holds now and will hold after; the lock hold not known yet), so the caller can work beside the
-    publish's writes. The publication itself may still differ (refused if a day moved since)."""
+    load), and its `give_way` is called before each warehouse hold of the publish."""
     stats = LockStats()
     run_id = scope.run.run_id
     progress = Progress(log, f"correction {scope.window}", PHASES)
@@ -395,14 +391,10 @@ def correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool],
             if unstored:
                 raise RuntimeError(f"days {unstored} were kept as published but the publish would not read their "
                                    "stored rows; nothing was published")
-            pub_id = ledger.new_publication_id("publish")
-            if on_publishing is not None:
-                on_publishing(Publication(pub_id, "publish", scope.window, expected, days, 0.0))
             try:
                 outcome.publication = publish(wh, wh.scratch_path(run_id), scope.window, scope.run, CODE_VERSION,
-                                              days, expected, stats=stats, give_way=give_way, on_chunk=written,
-                                              pub_id=pub_id)
-            except Exception as exc:
+                                              days, expected, stats=stats, give_way=give_way, on_chunk=written)
+            except BaseException as exc:
                 # The run log's last line says the step stopped, not an estimate of work that will not happen.
                 progress.end("publish", f"stopped by {type(exc).__name__}: {cut_text(str(exc), 300)}")
                 raise

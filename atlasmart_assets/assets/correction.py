@@ -8,7 +8,6 @@ from typing import Any, Callable, Iterator
 import dagster as dg
 
 from atlasmart_assets import capacity, failpoints, correction
-from atlasmart_assets.change_chart import DrawnAhead
 from atlasmart_assets.assets.common import (
     BACKFILL_POLICY,
     CODE_VERSION,
@@ -21,6 +20,7 @@ from atlasmart_assets.assets.common import (
 )
 from atlasmart_assets.assets.raw import customers, raw_order_lines
 from atlasmart_assets.assets.schemas import FACT_SCHEMA, MART_SCHEMA, STAGED_SCHEMA
+from atlasmart_assets.change_chart import change_chart
 from atlasmart_assets.contract import FCT_ORDER_LINES, OWNERS, REVENUE_DAILY, STAGED_ORDER_LINES
 from atlasmart_assets.extracts import file_name
 from atlasmart_assets.notices import notice_path
@@ -81,15 +81,8 @@ def correction_asset(context: dg.AssetExecutionContext,
     scope.enforce_fence()
     warehouse.prune_scratch(SCRATCH_MAX_AGE_S)
     cap = step_capacity(context, warehouse, scope)
-    with DrawnAhead(cap.niceness) as chart:
-        outcome = correction.correct(warehouse, scope, _is_finished(context.instance), cap.threads,
-                                     log=context.log.info, give_way=cap.give_way, lowered=cap.lowered,
-                                     on_publishing=chart.start)
-        try:
-            image = chart.image(outcome.publication) if outcome.publication is not None else None
-        except Exception as exc:  # noqa: BLE001 - the publication is committed; a chart must never fail it
-            context.log.warning(f"change chart not drawn: {type(exc).__name__}: {exc}")
-            image = None
+    outcome = correction.correct(warehouse, scope, _is_finished(context.instance), cap.threads, log=context.log.info,
+                                 give_way=cap.give_way, lowered=cap.lowered)
     yield from (check_result(a) for a in outcome.audits)
     refuse(str(scope.window), outcome.audits)
     pub = outcome.publication
@@ -97,6 +90,11 @@ def correction_asset(context: dg.AssetExecutionContext,
     cfg = warehouse.settings
     path = notice_path(cfg, scope.run.backfill_id or pub.publication_id)
     notice = {"change_notice": dg.MetadataValue.path(str(path))} if path.exists() else {}
+    try:
+        image = change_chart(pub)
+    except Exception as exc:  # noqa: BLE001 - the publication is committed; a chart must never fail it
+        context.log.warning(f"change chart not drawn: {type(exc).__name__}: {exc}")
+        image = None
     for day in sorted(pub.after):
         staged = outcome.staged.get(day, {"rows": 0, "unresolved_customers": 0})
         context.add_asset_metadata({"dagster/row_count": staged["rows"],

@@ -172,18 +172,16 @@ def collect_abandoned(wh: Warehouse, run_finished: Callable[[str], bool],
 def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_version: str,
             after: dict[str, DayCandidate], expected: dict[str, Current] | None, *, kind: str = "publish",
             restored: dict[str, str] | None = None, stats: LockStats | None = None,
-            give_way: GiveWay | None = None, on_chunk: OnChunk | None = None,
-            pub_id: str | None = None) -> Publication:
+            give_way: GiveWay | None = None, on_chunk: OnChunk | None = None) -> Publication:
     """Publish staged, fact and mart for the whole window in ONE commit, with the ledger and the prior version;
     then swap the extracts in. A window longer than one chunk (ATLASMART_CHUNK_DAYS) has its staged and fact rows
     written ahead into the version store, so its commit moves the ledger's pointers (and the small mart) rather
     than rows, and retention follows the commit; a window of one chunk (today's load) does all of it in the
     commit, one hold. `expected` is what the audit compared against: if another publisher moved a partition
     since, nothing is published. `give_way` (a backfill's) is called before each hold of a long write, `on_chunk`
-    (k, n, days, how many of them were written) after each chunk of the write ahead. `pub_id`: the publication's
-    id, when the caller named it before (default: a new one)."""
+    (k, n, days, how many of them were written) after each chunk of the write ahead."""
     cfg = wh.settings
-    pub_id = pub_id or ledger.new_publication_id(kind)
+    pub_id = ledger.new_publication_id(kind)
     parts = window.split(cfg.chunk_days)
     ahead = len(parts) > 1
     # Decided on what the audit compared against: if a day moved since, the commit refuses.
