@@ -11,7 +11,6 @@ from pydantic import Field
 from atlasmart_assets import notices, plan
 from atlasmart_assets import rollback as rollback_mod
 from atlasmart_assets.assets.common import controls_md
-from atlasmart_assets.event_budget import cut_text
 from atlasmart_assets.assets.graph import asset_graph
 from atlasmart_assets.checks.freshness import revenue_daily_newest_partition_fresh
 from atlasmart_assets.contract import FCT_ORDER_LINES, RAW_CUSTOMERS, REVENUE_DAILY, STAGED_ORDER_LINES
@@ -135,7 +134,7 @@ def plan_backfill(context: dg.OpExecutionContext, config: PlanConfig, warehouse:
     """Compute, without publishing, what a backfill of [start, end] would touch and change."""
     p = plan.make(warehouse, asset_graph(), config.start, config.end, config.assets,
                   fence_override=config.fence_override)
-    context.log.info(cut_text(plan.markdown(p), plan.PLAN_TEXT_MAX_CHARS))
+    context.log.info(plan.markdown(p, plan.PLAN_TEXT_MAX_CHARS))
     context.log_event(dg.AssetObservation(asset_key=["fact", "fct_order_lines"], metadata=plan.observation_metadata(p)))
 
 

@@ -135,25 +135,37 @@ def make(wh: Warehouse, graph: Any, start: str, end: str | None = None,
                 impact, stale_now)
 
 
-def markdown(plan: Plan) -> str:
-    """The plan as an operator reads it."""
-    lines = [f"**Backfill plan {plan.requested}** — in scope: {len(plan.in_scope)} partitions"]
+def markdown(plan: Plan, max_chars: int | None = None) -> str:
+    """The plan as an operator reads it. Within `max_chars` (the UI's event; None: whole, as the command prints
+    it) the table shows whole rows, then one saying how many days it leaves out, and the partitions the backfill
+    leaves unchanged are always named."""
+    cut = (lambda text: cut_text(text, 2000)) if max_chars is not None else (lambda text: text)
+    head = [f"**Backfill plan {plan.requested}** — in scope: {len(plan.in_scope)} partitions"]
     if plan.refused:
-        lines.append(f"\n:no_entry: refused by the fence: {', '.join(plan.refused)} — {plan.refusal}")
-    lines.append(f"\nAssets the correction reaches: {', '.join(plan.assets)}")
+        head.append(cut(f"\n:no_entry: refused by the fence: {', '.join(plan.refused)} — {plan.refusal}"))
+    head.append(f"\nAssets the correction reaches: {', '.join(plan.assets)}")
     if plan.stale:
-        lines.append("\nStale in this window (evidence changed since publication): " +
-                     "; ".join(f"{d} ({', '.join(r)})" for d, r in sorted(plan.stale.items())))
-    lines.append("\n| partition | rows now → after | controls now → after | lines +/-/~ | tier/country changes | changes |")
-    lines.append("|---|---|---|---|---|---|")
-    for d, i in plan.impact.items():
-        lines.append(f"| {d} | {i.rows_now} → {i.rows_after} | {i.controls_now} → {i.controls_after} | "
-                     f"+{i.lines_added} / -{i.lines_removed} / ~{i.lines_changed} | {i.lines_tier_or_country_changed} | "
-                     f"{'yes' if i.changed else 'no'} |")
+        head.append(cut("\nStale in this window (evidence changed since publication): " +
+                        "; ".join(f"{d} ({', '.join(r)})" for d, r in sorted(plan.stale.items()))))
+    head.append("\n| partition | rows now → after | controls now → after | lines +/-/~ | tier/country changes | changes |")
+    head.append("|---|---|---|---|---|---|")
+    rows = [f"| {d} | {i.rows_now} → {i.rows_after} | {i.controls_now} → {i.controls_after} | "
+            f"+{i.lines_added} / -{i.lines_removed} / ~{i.lines_changed} | {i.lines_tier_or_country_changed} | "
+            f"{'yes' if i.changed else 'no'} |" for d, i in plan.impact.items()]
     guarded = {**plan.neighbours, **plan.protected}
-    lines.append("\nUnchanged by this backfill (current sha256): " +
-                 ", ".join(f"{d} `{(s or 'unpublished')[:12]}`" for d, s in sorted(guarded.items())))
-    return "\n".join(lines)
+    tail = [cut("\nUnchanged by this backfill (current sha256): " +
+                ", ".join(f"{d} `{(s or 'unpublished')[:12]}`" for d, s in sorted(guarded.items())))]
+    if max_chars is not None:
+        more = "| … | {} more day(s), every one in `atlasmart plan --json` | | | | |"
+        budget = max_chars - sum(len(line) + 1 for line in head + tail) - len(more) - 10
+        shown: list[str] = []
+        for row in rows:
+            budget -= len(row) + 1
+            if budget < 0:
+                break
+            shown.append(row)
+        rows = shown + [more.format(len(rows) - len(shown))] if len(shown) < len(rows) else rows
+    return "\n".join(head + rows + tail)
 
 
 
@@ -162,6 +174,7 @@ def markdown(plan: Plan) -> str:
 PLAN_TEXT_MAX_CHARS = 12_000
 PLAN_FIGURES_MAX_BYTES = 12 * 1024
 PLAN_CHART_MAX_BYTES = 18 * 1024
+PLAN_DAYS_LISTED = 400
 
 
 def png(plan: Plan, max_bytes: int | None = None) -> bytes | None:
@@ -191,10 +204,13 @@ def observation_metadata(plan: Plan) -> dict[str, Any]:
     from atlasmart_assets import chart
 
     image = png(plan, PLAN_CHART_MAX_BYTES) if plan.impact else None
-    text = cut_text(markdown(plan), PLAN_TEXT_MAX_CHARS)
+    text = markdown(plan, PLAN_TEXT_MAX_CHARS)
+    changing = [d for d, i in plan.impact.items() if i.changed]
     return {
         "backfill_plan": dg.MetadataValue.md(text + ("\n\n" + chart.markdown_image(image, "rows and gmv") if image else "")),
         "plan": dg.MetadataValue.json(bounded_figures(plan.as_dict(), PLAN_FIGURES_MAX_BYTES)),
-        "partitions_changing": [d for d, i in plan.impact.items() if i.changed],
-        "refused_by_fence": plan.refused,
+        # A day is 14 bytes of the event: past PLAN_DAYS_LISTED (more than a year) the count says the rest.
+        "partitions_changing": changing[:PLAN_DAYS_LISTED],
+        "partitions_changing_count": len(changing),
+        "refused_by_fence": plan.refused[:PLAN_DAYS_LISTED],
     }

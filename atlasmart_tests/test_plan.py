@@ -3,6 +3,8 @@
 import datetime as dt
 import time
 
+import pytest
+
 from atlasmart_assets import extracts, generate, lab, plan
 from atlasmart_assets.assets.graph import asset_graph
 from atlasmart_assets.lab import run_chain
@@ -99,30 +101,55 @@ def test_plan_job_shows_the_plan_in_the_ui(env, instance, published) -> None:
     assert "data:image/png;base64," in obs.metadata["backfill_plan"].value
 
 
-def test_a_years_plan_fits_one_event() -> None:
-    """A plan's observation is one event: a year's (a table row, an impact entry and a chart point per day) stays
-    under 64 KiB, its text, figures and chart each cut to their share, the days that would change all named."""
-    import dagster as dg
-
-    days = [(dt.date(2025, 9, 22) + dt.timedelta(days=k)).isoformat() for k in range(365)]
+def _long_plan(n_days: int) -> "plan.Plan":
+    days = [(dt.date(2021, 9, 22) + dt.timedelta(days=k)).isoformat() for k in range(n_days)]
     impact = {d: plan.DayImpact(d, 20_000 + k, 20_000 + k + k % 3, [20_000 + k, 9_000, 60_000, 6e6 + k, 3e6, 3e6 + k],
                                 [20_000 + k + k % 3, 9_000, 60_000, 6e6 + 2 * k, 3e6, 3e6 + 2 * k], "a" * 64,
                                 "b" * 64 if k % 3 else "a" * 64, k % 3, 0, k % 5, [f"L-{d}-{j:06d}" for j in range(5)])
               for k, d in enumerate(days)}
-    p = plan.Plan(f"{days[0]}..{days[-1]}", days, [], None, ["raw/order_lines", "staged/order_lines"], {}, {}, impact)
+    stale = {d: ["new batch B-" + d + "-02"] for d in days}
+    return plan.Plan(f"{days[0]}..{days[-1]}", days, [], None, ["raw/order_lines", "staged/order_lines"],
+                     {"2021-09-21": "c" * 64}, {"2026-09-21": "d" * 64}, impact, stale)
+
+
+@pytest.mark.parametrize("n_days", [365, 5 * 365])
+def test_a_long_plan_fits_one_event_and_reads_whole(n_days: int) -> None:
+    """A plan's observation is one event: a year's or five years' (a table row, an impact entry and a chart point per
+    day, every day stale) stays under 64 KiB. The table shows whole rows and says how many it leaves out, the days
+    the backfill leaves unchanged are always named, the figures say what they left out."""
+    import dagster as dg
+
+    p = _long_plan(n_days)
     meta = plan.observation_metadata(p)
     size = len(dg.serialize_value(dg.AssetObservation(asset_key=["fact", "fct_order_lines"], metadata=meta)))
     assert size < 64 * 1024, size
-    assert "data:image/png;base64," in meta["backfill_plan"].value, "the chart is drawn (weekly), not dropped"
-    assert meta["partitions_changing"] == [d for k, d in enumerate(days) if k % 3]
+    text = meta["backfill_plan"].value
+    assert "data:image/png;base64," in text, "the chart is drawn (weekly), not dropped"
+    table = [line for line in text.splitlines() if line.startswith("| 20")]
+    assert table and all(line.endswith(" |") and line.count("|") == 7 for line in table), "whole rows only"
+    assert f"| … | {n_days - len(table)} more day(s), every one in `atlasmart plan --json` |" in text
+    assert "2021-09-21 `cccccccccccc`" in text and "2026-09-21 `dddddddddddd`" in text, "the guard line stays"
+    changing = [d for k, d in enumerate(p.impact) if k % 3]
+    assert meta["partitions_changing_count"] == len(changing)
+    assert meta["partitions_changing"] == changing[:plan.PLAN_DAYS_LISTED]
     assert "entries_omitted" in meta["plan"].value, "the figures say what they left out"
+    assert plan.markdown(p).count("\n| 20") == n_days, "the command prints every row"
 
 
-def test_the_plan_command_writes_its_chart_a_point_per_day(env, published, tmp_path, capsys) -> None:
+def test_the_plan_commands_chart_has_a_point_per_day() -> None:
+    """The command's --png file is the whole chart, a point per day, never the event's weekly one fitted to 18 KiB."""
+    p = _long_plan(365)
+    whole = plan.png(p)
+    assert whole is not None and whole.startswith(b"\x89PNG") and len(whole) > plan.PLAN_CHART_MAX_BYTES
+    fitted = plan.png(p, plan.PLAN_CHART_MAX_BYTES)
+    assert fitted is not None and len(fitted) <= plan.PLAN_CHART_MAX_BYTES
+
+
+def test_the_plan_command_writes_its_chart(env, published, tmp_path, capsys) -> None:
     from atlasmart_assets import cli
 
     published(("2026-09-19", "2026-09-20"))
     out = tmp_path / "plan.png"
     assert cli.main(["plan", "--from", "2026-09-19", "--to", "2026-09-20", "--png", str(out)]) == 0
-    assert out.read_bytes().startswith(b"\x89PNG"), "the command's file is the whole chart, never cut to an event"
+    assert out.read_bytes().startswith(b"\x89PNG")
     assert "Backfill plan 2026-09-19..2026-09-20" in capsys.readouterr().out
