@@ -23,6 +23,7 @@ from atlasmart_assets.contract import CURRENT_LANE_TAGS
 from atlasmart_assets.lab import run_chain
 from atlasmart_assets.progress import Progress
 from atlasmart_assets.warehouse.connection import PREEMPT_BUSY_POLL_S, LockStats, open_file, preemptible_hold
+from atlasmart_assets.window import Window
 from atlasmart_tests.current_runs import running_current_run, until_written
 from atlasmart_tests.waiters import StandingWaiter
 
@@ -467,19 +468,28 @@ def _run_bytes(instance: dg.DagsterInstance, run_id: str) -> int:
     return total
 
 
+def _year_projection(instance: dg.DagsterInstance, label: str, short: tuple[str, str], long: tuple[str, str]
+                     ) -> tuple[float, float, list[str]]:
+    """Re-publishes of `short` then `long` (backfills): the cost of a day of events, and the year it projects to
+    (365 days, with the largest chart added: unchanged days draw none). Returns the runs' ids too."""
+    runs = [run_chain(instance, *window, {"dagster/backfill": f"bf-{label}-{k}"}) for k, window in enumerate((short, long))]
+    assert all(r.success for r in runs)
+    days = [len(Window.of(*window).keys) for window in (short, long)]
+    sizes = [_run_bytes(instance, r.run_id) for r in runs]
+    per_day = (sizes[1] - sizes[0]) / (days[1] - days[0])
+    projected = sizes[1] + (365 - days[1]) * per_day + MAX_CHART_BYTES
+    print(f"\n{label}: {days[0]} days {sizes[0]:,} B, {days[1]} days {sizes[1]:,} B: {per_day:,.0f} B a day -> 365 days "
+          f"{projected:,.0f} B")
+    return per_day, projected, [r.run_id for r in runs]
+
+
 def test_a_years_backfill_fits_the_event_log_budget(env, instance) -> None:
     """Every day costs the same few events, and the check results grow by a line a day; the run-wide figures and
     the chart are paid once. Re-publishes of 5 and of 19 days give the cost per day, with the check results'
     growth in it; projected to 365 days, with the largest chart added (unchanged days draw none): ≤ 5 MB."""
     assert run_chain(instance, *HISTORY, {"dagster/backfill": "bf-first"}).success
-    five = run_chain(instance, HISTORY[0], "2026-09-05", {"dagster/backfill": "bf-five"})
-    nineteen = run_chain(instance, *HISTORY, {"dagster/backfill": "bf-again"})
-    assert five.success and nineteen.success
-    t5, t19 = _run_bytes(instance, five.run_id), _run_bytes(instance, nineteen.run_id)
-    per_day = (t19 - t5) / 14
-    projected = t19 + 346 * per_day + MAX_CHART_BYTES
-    print(f"\n5 days {t5:,} B, 19 days {t19:,} B: {per_day:,.0f} B a day -> 365 days {projected:,.0f} B")
-    assert per_day > 0 and projected <= YEAR_EVENT_LOG_BUDGET, (t5, t19, per_day, projected)
+    per_day, projected, _ = _year_projection(instance, "unchanged", (HISTORY[0], "2026-09-05"), HISTORY)
+    assert per_day > 0 and projected <= YEAR_EVENT_LOG_BUDGET, (per_day, projected)
 
 
 def test_a_year_in_which_every_day_changed_fits_the_event_log_budget(env, instance) -> None:
@@ -491,18 +501,13 @@ def test_a_year_in_which_every_day_changed_fits_the_event_log_budget(env, instan
     for k in range(19):
         day = first + dt.timedelta(days=k)
         generate.late_delta(env.raw_dir, day, f"B-{day.isoformat()}-02")
-    five = run_chain(instance, HISTORY[0], "2026-09-05", {"dagster/backfill": "bf-late-five"})
-    fourteen = run_chain(instance, "2026-09-06", HISTORY[1], {"dagster/backfill": "bf-late-fourteen"})
-    assert five.success and fourteen.success
+    per_day, projected, run_ids = _year_projection(instance, "changed", (HISTORY[0], "2026-09-05"),
+                                                   ("2026-09-06", HISTORY[1]))
     changed = [r.asset_materialization.metadata["changed"].value
                for r in instance.fetch_materializations(dg.AssetKey(["fact", "fct_order_lines"]), limit=100).records
-               if r.run_id in {five.run_id, fourteen.run_id}]
+               if r.run_id in run_ids]
     assert len(changed) == 19 and all(changed), "every day of both re-publishes changed"
-    t5, t14 = _run_bytes(instance, five.run_id), _run_bytes(instance, fourteen.run_id)
-    per_day = (t14 - t5) / 9
-    projected = t14 + 351 * per_day + MAX_CHART_BYTES
-    print(f"\nchanged: 5 days {t5:,} B, 14 days {t14:,} B: {per_day:,.0f} B a day -> 365 days {projected:,.0f} B")
-    assert per_day > 0 and projected <= YEAR_EVENT_LOG_BUDGET, (t5, t14, per_day, projected)
+    assert per_day > 0 and projected <= YEAR_EVENT_LOG_BUDGET, (per_day, projected)
 
 
 def test_a_year_of_days_with_many_long_named_batches_fits_the_event_log_budget(env, instance) -> None:
@@ -515,14 +520,9 @@ def test_a_year_of_days_with_many_long_named_batches_fits_the_event_log_budget(e
         day = first + dt.timedelta(days=k)
         for j in range(8):
             generate.late_delta(env.raw_dir, day, f"B-{day.isoformat()}-{j + 2:02d}-" + "x" * 112, seed=j)
-    five = run_chain(instance, HISTORY[0], "2026-09-05", {"dagster/backfill": "bf-many-five"})
-    fourteen = run_chain(instance, "2026-09-06", HISTORY[1], {"dagster/backfill": "bf-many-fourteen"})
-    assert five.success and fourteen.success
-    t5, t14 = _run_bytes(instance, five.run_id), _run_bytes(instance, fourteen.run_id)
-    per_day = (t14 - t5) / 9
-    projected = t14 + 351 * per_day + MAX_CHART_BYTES
-    print(f"\nmany batches: 5 days {t5:,} B, 14 days {t14:,} B: {per_day:,.0f} B a day -> 365 days {projected:,.0f} B")
-    assert per_day > 0 and projected <= YEAR_EVENT_LOG_BUDGET, (t5, t14, per_day, projected)
+    per_day, projected, _ = _year_projection(instance, "many-batches", (HISTORY[0], "2026-09-05"),
+                                             ("2026-09-06", HISTORY[1]))
+    assert per_day > 0 and projected <= YEAR_EVENT_LOG_BUDGET, (per_day, projected)
 
 
 def test_a_day_of_many_batches_costs_its_event_no_more_than_a_day_of_five(env, instance) -> None:
