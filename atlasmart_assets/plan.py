@@ -168,7 +168,6 @@ def markdown(plan: Plan, max_chars: int | None = None) -> str:
     return "\n".join(head + rows + tail)
 
 
-
 # The plan is shown in one observation event, which stays under 64 KiB whatever the window: a year's plan (a table
 # row, an impact entry and a chart point per day) would be several hundred KB. Each part is cut to its share.
 PLAN_TEXT_MAX_CHARS = 12_000
