@@ -22,11 +22,9 @@ def change_chart(pub: Publication) -> str | None:
         "gmv": ([b.controls[3] if b else None for b in before], [a.controls[3] for a in after]),
         "cost": ([b.controls[4] if b else None for b in before], [a.controls[4] for a in after]),
     }
-    alt = "rows, gmv and cost before/after"
-    title, unit = f"Publication {pub.publication_id} ({pub.window}): before vs after", "day"
-    if len(days) > chart.DENSE_DAYS:
-        days, panels = chart.weekly(days, panels)
-        title, unit, alt = f"{title}, mean per day of each week", "week", f"{alt}, weekly means"
+    days, panels, title, unit = chart.readable(days, panels, f"Publication {pub.publication_id} ({pub.window}): "
+                                                             "before vs after")
+    alt = "rows, gmv and cost before/after" + (", weekly means" if unit == "week" else "")
     # base64 takes 4 bytes per 3, plus the markdown around it.
     png = chart.fitting_png(days, panels, title, max_bytes=(MAX_CHART_BYTES - len(alt) - 40) * 3 // 4, unit=unit)
     return chart.markdown_image(png, alt) if png else None

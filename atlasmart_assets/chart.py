@@ -88,6 +88,15 @@ def weekly(days: list[str], panels: dict[str, Series]) -> tuple[list[str], dict[
     return labels, out
 
 
+def readable(days: list[str], panels: dict[str, Series], title: str) -> tuple[list[str], dict[str, Series], str, str]:
+    """The days, panels, title and unit a chart of `days` shows: beyond DENSE_DAYS, the mean per day of each week
+    (and the title says so)."""
+    if len(days) <= DENSE_DAYS:
+        return days, panels, title, "day"
+    weeks, means = weekly(days, panels)
+    return weeks, means, f"{title}, mean per day of each week", "week"
+
+
 def _png(fig: plt.Figure, dpi: int) -> bytes:
     """The figure as a palette PNG: a chart has a handful of colours plus their anti-aliasing, and 64 palette
     entries keep it crisp at about a quarter of the bytes of full colour (what lets a year's chart fit one event)."""

@@ -188,12 +188,10 @@ def png(plan: Plan, max_bytes: int | None = None) -> bytes | None:
         "gmv": ([i.controls_now[3] if i.controls_now else None for i in imp], [i.controls_after[3] for i in imp]),
         "cost": ([i.controls_now[4] if i.controls_now else None for i in imp], [i.controls_after[4] for i in imp]),
     }
-    title, unit = f"Backfill plan {plan.requested}: published now vs after the correction", "day"
+    title = f"Backfill plan {plan.requested}: published now vs after the correction"
     if max_bytes is None:
         return chart.before_after_png(days, panels, title)
-    if len(days) > chart.DENSE_DAYS:
-        days, panels = chart.weekly(days, panels)
-        title, unit = f"{title}, mean per day of each week", "week"
+    days, panels, title, unit = chart.readable(days, panels, title)
     return chart.fitting_png(days, panels, title, max_bytes=max_bytes, unit=unit)
 
 

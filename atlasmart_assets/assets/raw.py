@@ -75,7 +75,7 @@ def landing_batches(context: dg.AssetExecutionContext) -> dg.DataVersionsByParti
     raw_dir = context.resources.warehouse.settings.raw_dir
     on_disk = {day: version for day in daily_partitions.get_partition_keys()
                for version in [raw_files.batch_set_version(raw_dir, day)] if version}
-    seen = observed_versions(context.instance, dg.AssetKey(["raw", "landing_batches"]), set(on_disk))
+    seen = observed_versions(context.instance, context.asset_key, set(on_disk))
     return dg.DataVersionsByPartition({day: v for day, v in on_disk.items() if seen.get(day) != v})
 
 
