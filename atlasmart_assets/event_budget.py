@@ -1,6 +1,8 @@
 """What one Dagster event may carry. A check's figures name every day of its window, so over a long window they would
 grow without bound: a year's backfill refused for its controls wrote 155 KB into one check event. They are cut
-to a budget here, failing days kept first, and the cut is said in the figures themselves."""
+to a budget here, failing days kept first, and the cut is said in the figures themselves. Every budget is in the
+bytes Dagster writes: its serializer escapes each non-ASCII character (6 bytes, 12 beyond the BMP), so a budget in
+characters let 12,000 characters of a line id become a 179 KB event."""
 
 from __future__ import annotations
 
@@ -10,21 +12,37 @@ from typing import Any, Mapping
 from atlasmart_assets.alerts.format import failing_partitions, is_day
 
 FIGURES_MAX_BYTES = 16 * 1024
-READABLE_MAX_CHARS = 16 * 1024
-TEXT_MAX_CHARS = 2000
+READABLE_MAX_BYTES = 16 * 1024
+TEXT_MAX_BYTES = 2000
 OMITTED = "entries_omitted"
 
 
 def _size(value: Any) -> int:
-    return len(json.dumps(value, default=str, ensure_ascii=False))
+    return len(json.dumps(value, default=str))
 
 
-def cut_text(text: str, max_chars: int = TEXT_MAX_CHARS) -> str:
-    """`text` unchanged when it fits; otherwise its start and how much was left out."""
-    if len(text) <= max_chars:
+def encoded_size(text: str) -> int:
+    """The bytes `text` takes in a Dagster event: its JSON string, as Dagster's serializer writes it, less quotes."""
+    return len(json.dumps(text)) - 2
+
+
+def cut_text(text: str, max_bytes: int = TEXT_MAX_BYTES) -> str:
+    """`text` unchanged when it takes at most `max_bytes` in an event (`encoded_size`); otherwise its longest start
+    that fits with a note of how many characters were left out."""
+    if encoded_size(text) <= max_bytes:
         return text
-    tail = f" … ({len(text) - max_chars} more characters)"
-    return text[:max(0, max_chars - len(tail))] + tail
+
+    def cut(n: int) -> str:
+        return text[:n] + f" … ({len(text) - n} more characters)"
+
+    lo, hi = 0, len(text)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if encoded_size(cut(mid)) <= max_bytes:
+            lo = mid
+        else:
+            hi = mid - 1
+    return cut(lo)
 
 
 def _halved(value: Mapping[str, Any] | list[Any], failing: set[str], days_only: bool) -> tuple[Any, int]:
@@ -56,7 +74,7 @@ def bounded_figures(figures: Any, max_bytes: int = FIGURES_MAX_BYTES) -> Any:
         candidates += [(_size(v), k) for k, v in out.items()
                        if isinstance(v, (Mapping, list)) and len(v) > 1]
         if not candidates:
-            text = json.dumps(out, default=str, ensure_ascii=False)
+            text = json.dumps(out, default=str)
             return {"figures_cut": cut_text(text, max_bytes // 2)}
         _, key = max(candidates, key=lambda c: c[0])
         if key is None:

@@ -134,7 +134,7 @@ def plan_backfill(context: dg.OpExecutionContext, config: PlanConfig, warehouse:
     """Compute, without publishing, what a backfill of [start, end] would touch and change."""
     p = plan.make(warehouse, asset_graph(), config.start, config.end, config.assets,
                   fence_override=config.fence_override)
-    context.log.info(plan.markdown(p, plan.PLAN_TEXT_MAX_CHARS))
+    context.log.info(plan.markdown(p, plan.PLAN_TEXT_MAX_BYTES))
     context.log_event(dg.AssetObservation(asset_key=["fact", "fct_order_lines"], metadata=plan.observation_metadata(p)))
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import dagster as dg
 
 from atlasmart_assets import candidates, partitions, raw_files, reference, sql, stale
-from atlasmart_assets.event_budget import bounded_figures, cut_text
+from atlasmart_assets.event_budget import bounded_figures, cut_text, encoded_size
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import fence_refusal
 from atlasmart_assets.warehouse import ledger
@@ -135,11 +135,11 @@ def make(wh: Warehouse, graph: Any, start: str, end: str | None = None,
                 impact, stale_now)
 
 
-def markdown(plan: Plan, max_chars: int | None = None) -> str:
-    """The plan as an operator reads it. Within `max_chars` (the UI's event; None: whole, as the command prints
+def markdown(plan: Plan, max_bytes: int | None = None) -> str:
+    """The plan as an operator reads it. Within `max_bytes` (as the UI's event stores it; None: whole, as the command prints
     it) the table shows whole rows, then one saying how many days it leaves out, and the partitions the backfill
     leaves unchanged are always named."""
-    cut = (lambda text: cut_text(text, 2000)) if max_chars is not None else (lambda text: text)
+    cut = (lambda text: cut_text(text, 2000)) if max_bytes is not None else (lambda text: text)
     head = [f"**Backfill plan {plan.requested}** — in scope: {len(plan.in_scope)} partitions"]
     if plan.refused:
         head.append(cut(f"\n:no_entry: refused by the fence: {', '.join(plan.refused)} — {plan.refusal}"))
@@ -155,12 +155,13 @@ def markdown(plan: Plan, max_chars: int | None = None) -> str:
     guarded = {**plan.neighbours, **plan.protected}
     tail = [cut("\nUnchanged by this backfill (current sha256): " +
                 ", ".join(f"{d} `{(s or 'unpublished')[:12]}`" for d, s in sorted(guarded.items())))]
-    if max_chars is not None:
+    if max_bytes is not None:
         more = "| … | {} more day(s), every one in `atlasmart plan --json` | | | | |"
-        budget = max_chars - sum(len(line) + 1 for line in head + tail) - len(more) - 10
+        # Each line and the newline before it (written as two bytes, "\n"), in the bytes the event stores.
+        budget = max_bytes - sum(encoded_size(line) + 2 for line in head + tail) - encoded_size(more) - 10
         shown: list[str] = []
         for row in rows:
-            budget -= len(row) + 1
+            budget -= encoded_size(row) + 2
             if budget < 0:
                 break
             shown.append(row)
@@ -170,7 +171,7 @@ def markdown(plan: Plan, max_chars: int | None = None) -> str:
 
 # The plan is shown in one observation event, which stays under 64 KiB whatever the window: a year's plan (a table
 # row, an impact entry and a chart point per day) would be several hundred KB. Each part is cut to its share.
-PLAN_TEXT_MAX_CHARS = 12_000
+PLAN_TEXT_MAX_BYTES = 12_000
 PLAN_FIGURES_MAX_BYTES = 12 * 1024
 PLAN_CHART_MAX_BYTES = 18 * 1024
 PLAN_DAYS_LISTED = 400
@@ -201,7 +202,7 @@ def observation_metadata(plan: Plan) -> dict[str, Any]:
     from atlasmart_assets import chart
 
     image = png(plan, PLAN_CHART_MAX_BYTES) if plan.impact else None
-    text = markdown(plan, PLAN_TEXT_MAX_CHARS)
+    text = markdown(plan, PLAN_TEXT_MAX_BYTES)
     changing = [d for d, i in plan.impact.items() if i.changed]
     return {
         "backfill_plan": dg.MetadataValue.md(text + ("\n\n" + chart.markdown_image(image, "rows and gmv") if image else "")),

@@ -9,10 +9,11 @@ import json
 import dagster as dg
 import pytest
 
-from atlasmart_assets import audits
+from atlasmart_assets import audits, generate
 from atlasmart_assets.alerts.format import failing_partitions, figure_lines
-from atlasmart_assets.assets.common import REFUSAL_MAX_CHARS, check_result, refuse
-from atlasmart_assets.event_budget import FIGURES_MAX_BYTES, OMITTED, bounded_figures
+from atlasmart_assets.assets.common import REFUSAL_MAX_BYTES, check_result, refuse
+from atlasmart_assets.event_budget import FIGURES_MAX_BYTES, OMITTED, bounded_figures, cut_text, encoded_size
+from atlasmart_assets.lab import run_chain
 
 EVENT_MAX_BYTES = 64 * 1024
 YEAR = [(dt.date(2025, 9, 22) + dt.timedelta(days=k)).isoformat() for k in range(365)]
@@ -88,6 +89,45 @@ def test_a_refusal_over_a_year_is_one_bounded_text() -> None:
     with pytest.raises(dg.Failure) as refused:
         refuse(f"{YEAR[0]}..{YEAR[-1]}", blocking)
     text = refused.value.description
-    assert len(text) <= REFUSAL_MAX_CHARS
+    assert len(text) <= REFUSAL_MAX_BYTES
     assert text.startswith(f"Not published ({YEAR[0]}..{YEAR[-1]}): check_0: controls differ from staged")
     assert all(f"check_{n}:" in text for n in range(3)), "every blocking check is named"
+
+
+@pytest.mark.parametrize("char", ["注", "😀", "\"", "a"])
+def test_a_text_is_cut_to_the_bytes_an_event_stores_it_in_whatever_its_characters(char: str) -> None:
+    text = "start " + char * 20_000
+    cut = cut_text(text, 2000)
+    assert len(dg.serialize_value({"t": cut})) <= 2000 + len('{"t": ""}'), "the bytes Dagster writes, not characters"
+    assert cut.startswith("start " + char) and cut.endswith("more characters)")
+    left_out = int(cut.rsplit("(", 1)[1].split()[0])
+    assert cut[:len(text) - left_out] == text[:len(text) - left_out], "the note counts what it left out"
+    assert encoded_size(cut_text(text[:100], 2000)) == encoded_size(text[:100]), "a text that fits is left as it is"
+
+
+def test_figures_of_non_ascii_text_are_cut_to_the_bytes_an_event_stores_them_in() -> None:
+    figures = {d: ["注" * 800] for d in YEAR[:16]}  # within the budget counted in characters, 5x over in bytes
+    assert len(json.dumps(figures, ensure_ascii=False)) < FIGURES_MAX_BYTES < len(dg.serialize_value(figures)) / 4
+    cut = bounded_figures(figures)
+    assert len(dg.serialize_value(dg.MetadataValue.json(cut))) <= FIGURES_MAX_BYTES + 200
+    assert cut[OMITTED]["days"] > 0
+
+
+def test_a_hostile_non_ascii_line_id_refuses_the_run_in_events_under_64_kib(env, instance) -> None:
+    """A raw line whose line_id is 12,000 CJK characters and whose quantity is 0: the values check refuses the
+    run and names the line, in events that stay under the limit (each such character is 6 bytes as Dagster writes
+    it; a budget in characters wrote a 179 KB check event)."""
+    day = dt.date(2026, 9, 2)
+    lines = generate.synthetic_lines(day, 12, 40)
+    bad = dict(lines[0], line_id="注" * 12_000, quantity=0, source_sequence=lines[-1]["source_sequence"] + 1)
+    generate.write_raw(env.raw_dir, day, lines + [bad])
+    result = run_chain(instance, day.isoformat(), day.isoformat(), {"dagster/backfill": "bf-hostile"})
+    assert not result.success
+    events = instance.all_logs(result.run_id)
+    refused = [e for e in events if e.dagster_event and e.dagster_event.event_type_value == "ASSET_CHECK_EVALUATION"
+               and not e.dagster_event.event_specific_data.passed]
+    assert [e.dagster_event.event_specific_data.asset_check_key.name for e in refused] == \
+        ["raw_order_lines_values_valid"]
+    assert "注注注" in refused[0].dagster_event.event_specific_data.description, "the line is named, cut"
+    sizes = sorted(len(dg.serialize_value(e)) for e in events)
+    assert sizes[-1] < EVENT_MAX_BYTES, sizes[-5:]

@@ -13,7 +13,7 @@ from atlasmart_assets import capacity
 from atlasmart_assets.alerts.format import figure_lines, num, signed
 from atlasmart_assets.audits import Audit
 from atlasmart_assets.contract import CODE_VERSION, CONTROL_NAMES
-from atlasmart_assets.event_budget import READABLE_MAX_CHARS, bounded_figures, cut_text
+from atlasmart_assets.event_budget import READABLE_MAX_BYTES, bounded_figures, cut_text
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunScope
 
@@ -37,7 +37,7 @@ KINDS = {"duckdb"}
 __all__ = ["BACKFILL_POLICY", "CODE_VERSION", "KINDS", "SCRATCH_MAX_AGE_S", "check_result", "controls_md", "refuse"]
 
 
-REFUSAL_MAX_CHARS = 4000
+REFUSAL_MAX_BYTES = 4000
 
 
 def check_result(audit: Audit) -> dg.AssetCheckResult:
@@ -58,7 +58,7 @@ def _figures_md(figures: object) -> dg.MarkdownMetadataValue:
     """The figures one line per day or key (controls named, with deltas), for a person; `figures` stays the JSON
     the alerts read."""
     lines = figure_lines(figures)
-    return dg.MetadataValue.md(cut_text("\n".join(f"- {line}" for line in lines), READABLE_MAX_CHARS) if lines
+    return dg.MetadataValue.md(cut_text("\n".join(f"- {line}" for line in lines), READABLE_MAX_BYTES) if lines
                                else "(no figures)")
 
 
@@ -68,7 +68,7 @@ def refuse(window: str, audits: list[Audit]) -> None:
     if blocking:
         text = " | ".join(f"{a.check}: {cut_text(a.description, 500)}" for a in blocking)
         raise dg.Failure(
-            description=cut_text(f"Not published ({window}): {text}", REFUSAL_MAX_CHARS),
+            description=cut_text(f"Not published ({window}): {text}", REFUSAL_MAX_BYTES),
             metadata={"failed_audits": [a.check for a in blocking]},
         )
 
