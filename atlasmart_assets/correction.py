@@ -12,7 +12,6 @@ import duckdb
 from atlasmart_assets import audits, candidates, capacity, failpoints, raw_load, reference, sql, unchanged
 from atlasmart_assets.audits import Audit
 from atlasmart_assets.contract import CODE_VERSION, FCT_ORDER_LINES, REVENUE_DAILY, STAGED_ORDER_LINES
-from atlasmart_assets.event_budget import cut_text
 from atlasmart_assets.progress import Progress
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunScope
@@ -326,11 +325,19 @@ def correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool],
     `adjust_staged` edits the staged candidate before fact and mart are derived (the audit tests craft bad
     candidates with it). A backfill's scratch work runs `lowered` (lower CPU priority, fewer cores beside today's
     load), and its `give_way` is called before each warehouse hold of the publish."""
+    progress = Progress(log, f"correction {scope.window}", PHASES)
+    with progress.stopping():
+        return _correct(wh, scope, run_finished, threads, adjust_staged, give_way, lowered, progress)
+
+
+def _correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool], threads: int | None,
+             adjust_staged: Callable[[duckdb.DuckDBPyConnection], None] | None, give_way: GiveWay | None,
+             lowered: capacity.Lowered | None, progress: Progress) -> Outcome:
     stats = LockStats()
     run_id = scope.run.run_id
-    progress = Progress(log, f"correction {scope.window}", PHASES)
     ref = reference.load(wh)
     if ref.problems:
+        progress.end("read", f"refused by {ref.audit().check}; nothing published")
         return Outcome([ref.audit()], {}, None, {}, stats)
     _take_window(wh, scope, stats, run_finished, ref)
     failpoints.gate("window_flagged", run_id)
@@ -391,13 +398,8 @@ def correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool],
             if unstored:
                 raise RuntimeError(f"days {unstored} were kept as published but the publish would not read their "
                                    "stored rows; nothing was published")
-            try:
-                outcome.publication = publish(wh, wh.scratch_path(run_id), scope.window, scope.run, CODE_VERSION,
-                                              days, expected, stats=stats, give_way=give_way, on_chunk=written)
-            except BaseException as exc:
-                # The run log's last line says the step stopped, not an estimate of work that will not happen.
-                progress.end("publish", f"stopped by {type(exc).__name__}: {cut_text(str(exc), 300)}")
-                raise
+            outcome.publication = publish(wh, wh.scratch_path(run_id), scope.window, scope.run, CODE_VERSION,
+                                          days, expected, stats=stats, give_way=give_way, on_chunk=written)
             wh.drop_scratch(run_id)
             progress.done("publish", f"publication {outcome.publication.publication_id}, "
                                      f"{len(outcome.publication.changed)} day(s) changed")

@@ -136,9 +136,9 @@ def make(wh: Warehouse, graph: Any, start: str, end: str | None = None,
 
 
 def markdown(plan: Plan, max_bytes: int | None = None) -> str:
-    """The plan as an operator reads it. Within `max_bytes` (as the UI's event stores it; None: whole, as the command prints
-    it) the table shows whole rows, then one saying how many days it leaves out, and the partitions the backfill
-    leaves unchanged are always named."""
+    """The plan as an operator reads it. Within `max_bytes` (as the UI's event stores it; None: whole, as the
+    command prints it) the table shows whole rows, then one saying how many days it leaves out, and the partitions
+    the backfill leaves unchanged are always named."""
     cut = (lambda text: cut_text(text, 2000)) if max_bytes is not None else (lambda text: text)
     head = [f"**Backfill plan {plan.requested}** — in scope: {len(plan.in_scope)} partitions"]
     if plan.refused:

@@ -3,8 +3,11 @@ remains (from the phase's share of a typical run)."""
 
 from __future__ import annotations
 
+import contextlib
 import time
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
+
+from atlasmart_assets.event_budget import cut_text
 
 
 class Progress:
@@ -16,6 +19,7 @@ class Progress:
         self._order = [name for name, _ in phases]
         self._finished: set[str] = set()
         self._started = time.monotonic()
+        self._ended = False
 
     @property
     def _done(self) -> float:
@@ -58,4 +62,21 @@ class Progress:
 
     def end(self, phase: str, detail: str) -> None:
         """The step stops before its last phase (a refusal): no estimate of work that will not happen."""
+        self._ended = True
         self._line(phase, detail, self._done, estimate=False)
+
+    @property
+    def current(self) -> str:
+        """The phase under way: the first not finished (the last one once all are)."""
+        return next((name for name in self._order if name not in self._finished), self._order[-1])
+
+    @contextlib.contextmanager
+    def stopping(self) -> Iterator[None]:
+        """Around a step's work: an error or a termination ends its log with the phase it stopped in, by what,
+        and `ended`, not with an estimate of work that will not happen."""
+        try:
+            yield
+        except BaseException as exc:
+            if not self._ended:
+                self.end(self.current, f"stopped by {type(exc).__name__}: {cut_text(str(exc), 300)}")
+            raise

@@ -250,6 +250,13 @@ def load(wh: Warehouse, scope: RunScope, threads: int | None = None,
     waits while today's load runs. `keepable(files)`: the days the correction may keep as published (default: any);
     a loaded day outside it is copied into the scratch for the build, not profiled where it is loaded."""
     progress = Progress(pausable.relayed(log), f"raw {scope.window}", PHASES)
+    with progress.stopping():
+        return _load(wh, scope, threads, log, give_way, lowered, keepable, progress)
+
+
+def _load(wh: Warehouse, scope: RunScope, threads: int | None, log: Callable[[str], None] | None,
+          give_way: GiveWay | None, lowered: capacity.Lowered | None,
+          keepable: Callable[[list[RawFile]], set[str]] | None, progress: Progress) -> RawLoad:
     stats = LockStats()
     run_id = scope.run.run_id
     scratch_work = lowered or capacity.Lowered()

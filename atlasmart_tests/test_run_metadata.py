@@ -65,6 +65,41 @@ def test_each_partition_carries_its_own_figures_and_no_event_is_large(env, insta
     assert any("[4/4] publish" in m and "so far" in m for m in logs), "the correction logs its phases"
 
 
+def _progress_lines(instance: dg.DagsterInstance, run_id: str, what: str) -> list[str]:
+    return [e.user_message for e in instance.all_logs(run_id)
+            if not e.dagster_event and e.user_message.startswith(what) and " so far, " in e.user_message]
+
+
+@pytest.mark.parametrize("target, name, step, phase", [
+    ("atlasmart_assets.candidates.build", "build", "correction", "[2/4] build"),
+    ("atlasmart_assets.correction.audit", "audit", "correction", "[3/4] audit"),
+    ("atlasmart_assets.raw_load._append", "append", "raw", "[3/3] append"),
+])
+def test_a_step_stopped_by_an_error_in_any_phase_ends_its_log_there(env, instance, monkeypatch, target: str,
+                                                                     name: str, step: str, phase: str) -> None:
+    """An error (a DuckDB failure, say) in any phase, not only the publish: the step's last progress line names the
+    phase it stopped in and the error, and ends with `ended`, not with an estimate of work that will not happen."""
+    def fail(*args: object, **kwargs: object) -> None:
+        raise RuntimeError(f"simulated failure in {name}")
+
+    monkeypatch.setattr(target, fail)
+    result = run_chain(instance, *HISTORY, {"dagster/backfill": f"bf-stop-{name}"})
+    assert not result.success
+    lines = _progress_lines(instance, result.run_id, step)
+    assert lines, "the step logged its phases"
+    assert f"{phase}: stopped by RuntimeError: simulated failure in {name}" in lines[-1], lines[-1]
+    assert lines[-1].endswith("ended"), lines[-1]
+
+
+def test_a_correction_refused_by_its_reference_data_says_so_in_its_log(env, instance) -> None:
+    (env.raw_dir / "deletions").mkdir()
+    (env.raw_dir / "deletions" / "DR-9.json").write_text(json.dumps({"request_id": "DR-9", "requested_at": "x"}))
+    result = run_chain(instance, *HISTORY, {"dagster/backfill": "bf-ref"})
+    assert not result.success
+    lines = _progress_lines(instance, result.run_id, "correction")
+    assert len(lines) == 1 and "[1/4] read: refused by " in lines[0] and lines[0].endswith("ended"), lines
+
+
 def test_progress_estimates_what_remains() -> None:
     lines: list[str] = []
     progress = Progress(lines.append, "job", (("a", 1.0), ("b", 3.0)))
