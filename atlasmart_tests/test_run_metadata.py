@@ -62,7 +62,21 @@ def test_each_partition_carries_its_own_figures_and_no_event_is_large(env, insta
     sizes = [len(e.to_json()) if hasattr(e, "to_json") else len(str(e)) for e in instance.all_logs(result.run_id)]
     assert max(sizes) < 64 * 1024, max(sizes)
     logs = [e.user_message for e in instance.all_logs(result.run_id) if e.user_message]
-    assert any("[4/4] publish" in m and "so far" in m for m in logs), "the correction logs its phases"
+    assert any("[4/5] publish" in m and "so far" in m for m in logs), "the correction logs its phases"
+    # The step is not said to be done while Dagster still writes its events: the last line comes after them.
+    lines = _progress_lines(instance, result.run_id, "correction")
+    assert not any(line.endswith(", done") for line in lines[:-1]), lines
+    assert "[5/5] events: 57 partition materializations (19 day(s) x 3 assets)" in lines[-1], lines[-1]
+    assert lines[-1].endswith(", done"), lines[-1]
+    last_materialization = max(e.timestamp for e in instance.all_logs(result.run_id)
+                               if e.dagster_event and e.dagster_event.event_type_value == "ASSET_MATERIALIZATION"
+                               and e.dagster_event.step_key == "correction")
+    done_at = next(e.timestamp for e in instance.all_logs(result.run_id) if e.user_message == lines[-1])
+    assert done_at >= last_materialization, "logged once every materialization of the step was written"
+    checks = _progress_lines(instance, result.run_id, "published checks")
+    assert [line.split("] ")[1].split(":")[0] for line in checks] == ["read", "events"], checks
+    assert "19 day(s) of the published tables read for 2 check(s), 0 failing" in checks[0] and \
+        checks[-1].endswith(", done"), checks
 
 
 def _progress_lines(instance: dg.DagsterInstance, run_id: str, what: str) -> list[str]:
@@ -71,8 +85,8 @@ def _progress_lines(instance: dg.DagsterInstance, run_id: str, what: str) -> lis
 
 
 @pytest.mark.parametrize("target, name, step, phase", [
-    ("atlasmart_assets.candidates.build", "build", "correction", "[2/4] build"),
-    ("atlasmart_assets.correction.audit", "audit", "correction", "[3/4] audit"),
+    ("atlasmart_assets.candidates.build", "build", "correction", "[2/5] build"),
+    ("atlasmart_assets.correction.audit", "audit", "correction", "[3/5] audit"),
     ("atlasmart_assets.raw_load._append", "append", "raw", "[3/3] append"),
 ])
 def test_a_step_stopped_by_an_error_in_any_phase_ends_its_log_there(env, instance, monkeypatch, target: str,
@@ -97,7 +111,7 @@ def test_a_correction_refused_by_its_reference_data_says_so_in_its_log(env, inst
     result = run_chain(instance, *HISTORY, {"dagster/backfill": "bf-ref"})
     assert not result.success
     lines = _progress_lines(instance, result.run_id, "correction")
-    assert len(lines) == 1 and "[1/4] read: refused by " in lines[0] and lines[0].endswith("ended"), lines
+    assert len(lines) == 1 and "[1/5] read: refused by " in lines[0] and lines[0].endswith("ended"), lines
 
 
 def test_progress_estimates_what_remains() -> None:
@@ -337,7 +351,7 @@ def test_a_long_backfill_gives_way_before_each_warehouse_hold(env, instance, mon
     # The long phases say how far they got, chunk by chunk, with what remains.
     logs = [e.user_message for e in instance.all_logs(result.run_id) if e.user_message]
     appended = [m for m in logs if "[3/3] append: chunk" in m]
-    written = [m for m in logs if "[4/4] publish: chunk" in m and "written ahead" in m]
+    written = [m for m in logs if "[4/5] publish: chunk" in m and "written ahead" in m]
     assert [m.split("chunk ")[1][:3] for m in appended] == ["1/4", "2/4", "3/4", "4/4"], appended
     # The parse and profile ran in the scratch child: the step still counts them done, so the last chunk is the end.
     assert appended[-1].endswith("done"), appended[-1]

@@ -83,7 +83,7 @@ def test_only_the_days_whose_lines_changed_are_written(env, published, monkeypat
     assert state.content(env) == shipped
     assert _stored_days(env, fix) == ["2026-09-20"]
     # The run's log says which chunks had nothing to write.
-    chunks = [m.split("publish: ")[1].split(";")[0] for m in logs if "[4/4] publish: chunk" in m]
+    chunks = [m.split("publish: ")[1].split(";")[0] for m in logs if "[4/5] publish: chunk" in m]
     assert chunks == ["chunk 1/3 (2026-09-18): no day changed, no line written",
                       "chunk 2/3 (2026-09-19): no day changed, no line written",
                       "chunk 3/3 (2026-09-20) written ahead, 1 changed day(s)"], chunks

@@ -25,6 +25,7 @@ from atlasmart_assets.contract import FCT_ORDER_LINES, OWNERS, REVENUE_DAILY, ST
 from atlasmart_assets.extracts import file_name
 from atlasmart_assets.notices import notice_path
 from atlasmart_assets.partitions import daily_partitions
+from atlasmart_assets.progress import Progress
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import scope_of_context
 from atlasmart_assets.warehouse.ledger import Publication
@@ -81,8 +82,9 @@ def correction_asset(context: dg.AssetExecutionContext,
     scope.enforce_fence()
     warehouse.prune_scratch(SCRATCH_MAX_AGE_S)
     cap = step_capacity(context, warehouse, scope)
-    outcome = correction.correct(warehouse, scope, _is_finished(context.instance), cap.threads, log=context.log.info,
-                                 give_way=cap.give_way, lowered=cap.lowered)
+    progress = Progress(context.log.info, f"correction {scope.window}", correction.PHASES + (correction.EVENTS_PHASE,))
+    outcome = correction.correct(warehouse, scope, _is_finished(context.instance), cap.threads,
+                                 give_way=cap.give_way, lowered=cap.lowered, progress=progress)
     yield from (check_result(a) for a in outcome.audits)
     refuse(str(scope.window), outcome.audits)
     pub = outcome.publication
@@ -119,6 +121,9 @@ def correction_asset(context: dg.AssetExecutionContext,
                                partition_key=newest)
     for key in (STAGED_ORDER_LINES, FCT_ORDER_LINES, REVENUE_DAILY):
         yield dg.MaterializeResult(asset_key=list(key))
+    # Runs once Dagster has written the events of the last result yielded.
+    progress.done("events", f"{3 * len(pub.after):,} partition materializations ({len(pub.after)} day(s) x 3 assets), "
+                            f"{len(outcome.audits)} check results" + (", the change chart" if image else ""))
 
 
 def _mart_rows(pub: Publication, day: str) -> int:
