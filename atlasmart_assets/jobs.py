@@ -10,10 +10,12 @@ from pydantic import Field
 
 from atlasmart_assets import notices, plan
 from atlasmart_assets import rollback as rollback_mod
+from atlasmart_assets.alerts.format import short_window
 from atlasmart_assets.assets.common import controls_md
 from atlasmart_assets.assets.graph import asset_graph
 from atlasmart_assets.checks.freshness import revenue_daily_newest_partition_fresh
 from atlasmart_assets.contract import FCT_ORDER_LINES, RAW_CUSTOMERS, REVENUE_DAILY, STAGED_ORDER_LINES
+from atlasmart_assets.progress import Progress
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.warehouse.ledger import Publication
 
@@ -92,9 +94,12 @@ def rollback_range(context: dg.OpExecutionContext, config: RollbackConfig,
                    warehouse: Warehouse) -> Iterator[dg.AssetMaterialization | dg.Output]:
     """Restore an earlier publication of every partition in [start, end], in one atomic commit; record a
     materialization of staged, fact and mart for each restored partition, so the UI shows the restored version."""
+    progress = Progress(context.log.info, f"rollback {config.start}..{config.end or config.start}",
+                        rollback_mod.PHASES + (rollback_mod.EVENTS_PHASE,))
     pub = rollback_mod.rollback(warehouse, config.start, config.end, config.reason, context.run.run_id,
-                                config.to_publication)
-    context.log.info(f"rolled back {pub.window}: publication {pub.publication_id}, partitions {pub.changed}")
+                                config.to_publication, progress)
+    context.log.info(f"rolled back {pub.window}: publication {pub.publication_id}, {len(pub.changed)} partition(s) "
+                     f"changed: {short_window(pub.changed) or 'none'}")
     with warehouse.reader() as con:
         restored = dict(con.execute("select partition_date::varchar, restored_from from audit.publications "
                                     "where publication_id = $p", {"p": pub.publication_id}).fetchall())
@@ -108,6 +113,8 @@ def rollback_range(context: dg.OpExecutionContext, config: RollbackConfig,
                 description=f"Rolled back to {restored.get(day)}" + (
                     f" by {pub.publication_id} ({pub.window}): {config.reason}" if day == newest else ""),
                 metadata=_restored_metadata(pub, day, restored.get(day), asset, notice, day == newest))
+    progress.done("events", f"{len(RESTORED_ASSETS) * len(pub.after):,} partition materializations "
+                            f"({len(pub.after)} day(s) x {len(RESTORED_ASSETS)} assets)")
     yield dg.Output({"publication_id": pub.publication_id, "window": str(pub.window),
                      "notice": str(notice) if notice else None,
                      "restored": {d: {"rows": c.rows, "controls": c.controls, "sha256": c.sha256,

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import duckdb
 
+from atlasmart_assets.alerts.format import window_label
 from atlasmart_assets.contract import CODE_VERSION
+from atlasmart_assets.progress import Progress
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunInfo
 from atlasmart_assets.warehouse.ledger import Publication
@@ -30,7 +32,7 @@ def targets(wh: Warehouse, window: Window, to_publication: str | None) -> dict[s
                                "where partition_date between $start and $end", window.params).fetchall())
         missing = [p for p in window.keys if p not in now]
         if missing:
-            raise ValueError(f"cannot roll back {window}: partitions {missing} were never published")
+            raise ValueError(f"cannot roll back {window}: partitions {window_label(missing)} were never published")
         if to_publication:
             for p in window.keys:
                 _row(con, p, to_publication)
@@ -48,10 +50,23 @@ def targets(wh: Warehouse, window: Window, to_publication: str | None) -> dict[s
 
 
 REASON_MAX_CHARS = 1000
+# Shares of a year's rollback (2026-12-06, the lab's small days): the restore and the publish are most of it.
+PHASES = (("targets", 0.1), ("restore", 0.35), ("publish", 0.55))
+# The job's events after the commit (a materialization per day and asset): only the job, which writes them, has it.
+EVENTS_PHASE = ("events", 0.3)
 
 
 def rollback(wh: Warehouse, start: str, end: str | None, reason: str, run_id: str,
-             to_publication: str | None = None) -> Publication:
+             to_publication: str | None = None, progress: Progress | None = None) -> Publication:
+    """Restore the chosen publication of every partition of [start, end] in one commit. `progress`: the run log's
+    (default: none logged)."""
+    progress = progress or Progress(None, f"rollback {start}..{end or start}", PHASES)
+    with progress.stopping():
+        return _rollback(wh, start, end, reason, run_id, to_publication, progress)
+
+
+def _rollback(wh: Warehouse, start: str, end: str | None, reason: str, run_id: str, to_publication: str | None,
+              progress: Progress) -> Publication:
     if not reason.strip():
         raise ValueError("a rollback needs a reason (it is recorded in the ledger)")
     if len(reason) > REASON_MAX_CHARS:
@@ -60,10 +75,20 @@ def rollback(wh: Warehouse, start: str, end: str | None, reason: str, run_id: st
                          "why in short and point to the rest (an incident link, say)")
     window = Window.of(start, end)
     chosen = targets(wh, window, to_publication)
+    progress.done("targets", f"{len(chosen)} partition(s), to {len(set(chosen.values()))} earlier publication(s)")
     scratch = wh.scratch_path(run_id)
+
+    def written(k: int, n: int, part: Window, changed: int) -> None:
+        progress.part("publish", k / (n + 1), f"chunk {k}/{n} ({part}) written ahead, {changed} day(s)")
+
     try:
         after, restored, now = restore_candidates(wh, scratch, window, chosen)
-        return publish(wh, scratch, window, RunInfo(run_id, None, reason), CODE_VERSION, after, now,
-                       kind="rollback", restored=restored)
+        progress.done("restore", f"{sum(c.rows for c in after.values()):,} rows of {len(after)} partition(s) "
+                                 "read from the version store")
+        pub = publish(wh, scratch, window, RunInfo(run_id, None, reason), CODE_VERSION, after, now,
+                      kind="rollback", restored=restored, on_chunk=written)
+        progress.done("publish", f"publication {pub.publication_id}, {len(pub.after)} partition(s) restored, "
+                                 f"{len(pub.changed)} of them to other content")
+        return pub
     finally:
         wh.drop_scratch(run_id)

@@ -172,3 +172,40 @@ def test_a_rollback_reason_past_its_length_is_refused_and_nothing_changes(env, i
     assert cli.main(["rollback", "--from", "2026-09-20", "--reason", "x" * 1001]) == 2
     assert "past the 1,000 it may have" in capsys.readouterr().err
     assert state.snapshot(env) == before
+
+
+def _rollback_run(instance: dg.DagsterInstance, start: str, end: str, reason: str) -> dg.ExecuteInProcessResult:
+    return defs.resolve_job_def("rollback_job").execute_in_process(
+        instance=instance, raise_on_error=False,
+        run_config={"ops": {"rollback_range": {"config": {"start": start, "end": end, "reason": reason}}}})
+
+
+def test_a_rollback_logs_each_phase_and_ends_after_its_events(env, instance) -> None:
+    assert run_chain(instance, "2026-09-01", "2026-09-19").success
+    assert run_chain(instance, "2026-09-01", "2026-09-19", {"dagster/backfill": "bf-again",
+                                                            "atlasmart/rederive": "a second version"}).success
+    result = _rollback_run(instance, "2026-09-01", "2026-09-19", "back to the first version")
+    assert result.success
+    lines = [e.user_message for e in instance.all_logs(result.run_id)
+             if not e.dagster_event and " so far, " in e.user_message]
+    assert [line.split("] ")[1].split(":")[0] for line in lines] == ["targets", "restore", "publish", "events"], lines
+    assert all(line.startswith("rollback 2026-09-01..2026-09-19 [") for line in lines), lines
+    assert "19 partition(s), to 1 earlier publication(s)" in lines[0], lines[0]
+    assert "19 partition(s) restored, 0 of them to other content" in lines[2], lines[2]  # the same evidence twice
+    assert "57 partition materializations (19 day(s) x 3 assets)" in lines[-1] and lines[-1].endswith(", done")
+    assert not any(line.endswith(", done") for line in lines[:-1]), lines
+
+
+def test_a_rollback_of_a_mistyped_window_is_refused_in_a_few_words(env, instance) -> None:
+    """A year typed as ten (2016 for 2026): the refusal names the never-published days as ranges, so the run's
+    failure events stay small (a list of 3,650 days made a 110 KB event), and nothing changes."""
+    assert run_chain(instance, "2026-09-01", "2026-09-19").success
+    before = state.snapshot(env)
+    result = _rollback_run(instance, "2016-09-01", "2026-09-19", "typo")
+    assert not result.success and state.snapshot(env) == before
+    failure = next(e for e in instance.all_logs(result.run_id) if e.dagster_event
+                   and e.dagster_event.event_type_value == "STEP_FAILURE")
+    message = failure.dagster_event.step_failure_data.error.to_string()
+    assert "partitions 2016-09-01..2026-08-31 (3652 days) were never published" in message, message
+    sizes = [len(dg.serialize_value(e)) for e in instance.all_logs(result.run_id)]
+    assert max(sizes) < 16 * 1024, sorted(sizes)[-3:]

@@ -13,6 +13,7 @@ from typing import Callable, Iterator
 import duckdb
 
 from atlasmart_assets import extracts, notices
+from atlasmart_assets.alerts.format import window_label
 from atlasmart_assets.failpoints import failpoint
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunInfo
@@ -278,7 +279,7 @@ def restore_candidates(wh: Warehouse, scratch: Path, window: Window,
         if targets is None:
             missing = sorted(p for p in window.keys if p not in now or not now[p].prev_publication_id)
             if missing:
-                raise ValueError(f"cannot roll back {window}: partitions {missing} have no earlier publication")
+                raise ValueError(f"cannot roll back {window}: partitions {window_label(missing)} have no earlier publication")
             targets = {p: now[p].prev_publication_id for p in window.keys}
         ledger.versions_table(con, "targets", targets)
         rows = con.execute(
@@ -289,17 +290,17 @@ def restore_candidates(wh: Warehouse, scratch: Path, window: Window,
         found = {r[0].isoformat(): r for r in rows}
         unknown = sorted(p for p in targets if p not in found)
         if unknown:
-            raise ValueError(f"cannot roll back {window}: no publication {targets[unknown[0]]} of {unknown}")
+            raise ValueError(f"cannot roll back {window}: no publication {targets[unknown[0]]} of {window_label(unknown)}")
         erased = sorted(p for p, r in found.items() if r[5] and r[5].startswith('{"erased"'))
         if erased:
-            raise ValueError(f"cannot roll back {window}: the earlier versions of {erased} were erased when a deletion "
+            raise ValueError(f"cannot roll back {window}: the earlier versions of {window_label(erased)} were erased when a deletion "
                              "request was applied to them (a rollback never brings suppressed rows back)")
         retained = {r[0].isoformat() for r in con.execute(
             "select distinct partition_date from history.fct_order_lines join targets using (partition_date, publication_id)"
         ).fetchall()}
         gone = sorted(p for p in targets if found[p][2] and p not in retained)
         if gone:
-            raise ValueError(f"cannot roll back {window}: the earlier versions of {gone} are past retention")
+            raise ValueError(f"cannot roll back {window}: the earlier versions of {window_label(gone)} are past retention")
         attach(con, scratch, "s")
         con.execute("create schema if not exists s.candidate")
         for layer in ledger.LAYERS:
