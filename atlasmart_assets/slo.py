@@ -179,8 +179,9 @@ def _fmt(value: Any) -> str:
 
 
 def markdown(report: dict[str, dict[str, Any]], newest: str, fresh: float | None, objective: Objective | None = None,
-             incidents: Sequence[dict[str, Any]] = ()) -> str:
-    """The table an operator reads on the asset page."""
+             incidents: Sequence[dict[str, Any]] = (), backfills: int | None = None) -> str:
+    """The table an operator reads on the asset page. `incidents`: the rows shown (newest first) of `backfills`
+    backfills with incidents (default: all of them shown)."""
     cols = ["runs", "succeeded", "failed", "queue_wait_p50_s", "queue_wait_p95_s", "duration_p50_s", "duration_p95_s"]
     lines = ["| current-lane runs | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
     lines += [f"| {split} | " + " | ".join(str(figs[c]) for c in cols) + " |" for split, figs in report.items()]
@@ -196,7 +197,10 @@ def markdown(report: dict[str, dict[str, Any]], newest: str, fresh: float | None
         return "\n".join(lines)
     heads = ["backfill", "window", "incidents", "current runs", "queue wait max / objective (s)",
              "duration max / objective (s)", "backfill lane limit", "first detected (UTC)", "last detected (UTC)"]
-    lines += ["Saturation incidents per backfill (audit.saturation_incidents):", "",
+    more = (backfills or len(incidents)) - len(incidents)
+    lines += ["Saturation incidents per backfill, newest first (audit.saturation_incidents)"
+              + (f": the {len(incidents)} newest of {backfills:,} backfills, every one in the table" if more else ":"),
+              "",
               "| " + " | ".join(heads) + " |", "|---" * len(heads) + "|"]
     for i in incidents:
         lines.append("| " + " | ".join([
@@ -216,8 +220,8 @@ def _newest_published_at(wh: Warehouse, newest: str) -> tuple[dt.datetime | None
 
 
 def incidents_per_backfill(wh: Warehouse) -> list[dict[str, Any]]:
-    """The SLO report's view: per backfill, incidents, current runs hit, worst queue wait and duration observed
-    against the objective, first and last detection (UTC)."""
+    """The SLO report's view: per backfill, newest detection first, incidents, current runs hit, worst queue wait
+    and duration observed against the objective, first and last detection (UTC)."""
     with wh.reader() as con:
         if not has_table(con, "audit", "saturation_incidents"):
             return []
@@ -237,7 +241,7 @@ def incidents_per_backfill(wh: Warehouse) -> list[dict[str, Any]]:
                 strftime(max(detected_at), '%Y-%m-%d %H:%M:%S') as last_detected_utc
             from audit.saturation_incidents
             group by backfill_id
-            order by min(detected_at), backfill_id
+            order by max(detected_at) desc, backfill_id
         """)
         names = [d[0] for d in rows.description]
         return [dict(zip(names, r)) for r in rows.fetchall()]
@@ -246,6 +250,11 @@ def incidents_per_backfill(wh: Warehouse) -> list[dict[str, Any]]:
 def objective_of(wh: Warehouse) -> Objective:
     cfg = wh.settings
     return Objective(cfg.slo_queue_wait_s, cfg.slo_duration_s)
+
+
+# The report is one event: past this many backfills (about 500 bytes each in the table and the JSON), the newest
+# are shown and the rest counted; audit.saturation_incidents keeps them all.
+INCIDENT_BACKFILLS_SHOWN = 25
 
 
 class SloReportConfig(dg.Config):
@@ -262,14 +271,16 @@ def slo_report_op(context: dg.OpExecutionContext, config: SloReportConfig, wareh
     published_at, now = _newest_published_at(warehouse, newest)
     fresh = freshness_s(published_at, now)
     per_backfill = incidents_per_backfill(warehouse)
-    table = markdown(report, newest, fresh, objective_of(warehouse), per_backfill)
+    shown = per_backfill[:INCIDENT_BACKFILLS_SHOWN]
+    table = markdown(report, newest, fresh, objective_of(warehouse), shown, len(per_backfill))
     context.log.info("SLO report\n" + table)
     context.log_event(dg.AssetObservation(asset_key=REPORT_ASSET, metadata={
         "slo_current_with_backfill": dg.MetadataValue.json(report["with_backfill"]),
         "slo_current_without_backfill": dg.MetadataValue.json(report["without_backfill"]),
         "slo_newest_partition": newest,
         "slo_newest_partition_freshness_s": dg.MetadataValue.float(fresh) if fresh is not None else "never published",
-        "slo_saturation_incidents": dg.MetadataValue.json(per_backfill),
+        "slo_saturation_incidents": dg.MetadataValue.json(shown),
+        "slo_saturation_backfills": len(per_backfill),
         "slo_report": dg.MetadataValue.md(table),
     }))
 

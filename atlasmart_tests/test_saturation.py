@@ -194,3 +194,28 @@ def test_without_slack_incidents_are_still_recorded(env, queue_instance, monkeyp
     with Warehouse().reader() as con:
         assert con.execute("select backfill_id, run_id, metric from audit.saturation_incidents").fetchall() == \
             [("bf-quiet", current.run_id, "duration")]
+
+
+def test_the_slo_report_of_many_backfills_with_incidents_shows_the_newest_in_one_small_event(env, instance) -> None:  # noqa: ANN001
+    """Incidents accumulate over the years (the table is never pruned): the report shows the newest backfills and
+    counts the rest, so its event does not grow with history (200 backfills made a 103 KB event)."""
+    import datetime as dt
+
+    from atlasmart_assets.definitions import defs
+
+    with Warehouse().writer() as con:
+        for k in range(200):
+            incidents.record(con, incidents.Incident(
+                0, "", f"bf-{k:03d}", "2026-09-01..2026-09-10", dt.datetime(2026, 1, 1) + dt.timedelta(hours=k),
+                ("bf-run",), 2, 2, 4, 4, (Breach(f"r{k}", "duration", 700.0, 600.0, "STARTED"),)))
+    result = defs.resolve_job_def("slo_report").execute_in_process(instance=instance)
+    assert result.success
+    [event] = [e for e in instance.all_logs(result.run_id) if e.dagster_event
+               and e.dagster_event.event_type_value == "ASSET_OBSERVATION"]
+    meta = event.dagster_event.event_specific_data.asset_observation.metadata
+    shown = meta["slo_saturation_incidents"].value
+    assert [r["backfill_id"] for r in shown] == [f"bf-{k:03d}" for k in range(199, 199 - slo.INCIDENT_BACKFILLS_SHOWN, -1)]
+    assert meta["slo_saturation_backfills"].value == 200
+    assert f"the {slo.INCIDENT_BACKFILLS_SHOWN} newest of 200 backfills" in meta["slo_report"].value
+    assert len(dg.serialize_value(event)) < 32 * 1024
+    assert max(len(dg.serialize_value(e)) for e in instance.all_logs(result.run_id)) < 64 * 1024
