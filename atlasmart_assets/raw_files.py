@@ -12,7 +12,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import duckdb
 
@@ -258,6 +258,61 @@ def _mistyped(line: dict[str, Any]) -> str | None:
     return None
 
 
+# What parsing one document holds while a thread reads it (yyjson's tree of it, DuckDB's vectors of its lines), as a
+# multiple of its size, with room: a 54 MB document of 240,000 lines needed 400-512 MB on one thread and two of them
+# 1.0-1.2 GB on two, in memory; into the scratch, two threads ran out of 1 GB (2026-12-06). A window of such files
+# read on every core ran out of DuckDB's 1 GB and was refused as unreadable.
+PARSE_MEMORY_PER_BYTE = 12
+# Past DuckDB's smallest buffer a file is read apart from the window's smaller ones, which keep every core.
+LARGE_FILE = OBJECT_SIZE_MIN
+
+
+class ParseMemoryError(RuntimeError):
+    """The window's files are sound but DuckDB's memory limit cannot hold their parse: a setting to change (or
+    smaller batches to deliver), not bad input."""
+
+
+def _out_of_memory(paths: Mapping[Path, str], window: Window, error: Exception) -> ParseMemoryError:
+    largest = max(p.stat().st_size for p in paths)
+    return ParseMemoryError(f"raw {window}: DuckDB ran out of memory parsing {len(paths)} raw file(s) of up to "
+                            f"{largest:,} bytes (ATLASMART_DUCKDB_MEMORY_LIMIT; one thread needs about "
+                            f"{PARSE_MEMORY_PER_BYTE} times the largest file): raise the limit, or deliver the days "
+                            f"as smaller batches; nothing was loaded. DuckDB: {cut_text(str(error), 300)}")
+
+
+def _size_groups(paths: Mapping[Path, str]) -> list[dict[Path, str]]:
+    """The files to parse, small ones (up to LARGE_FILE) apart from large ones, each group read in one statement."""
+    small = {p: k for p, k in paths.items() if p.stat().st_size <= LARGE_FILE}
+    large = {p: k for p, k in paths.items() if p not in small}
+    return [group for group in (small, large) if group]
+
+
+def memory_limit_bytes(con: duckdb.DuckDBPyConnection) -> int:
+    """The connection's memory limit in bytes (DuckDB shows it as e.g. '953.6 MiB')."""
+    text = str(con.execute("select current_setting('memory_limit')").fetchone()[0]).strip()
+    units = {"bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
+             "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
+    number, _, unit = text.partition(" ")
+    return int(float(number) * units.get(unit, 1))
+
+
+@contextlib.contextmanager
+def _threads_for(con: duckdb.DuckDBPyConnection, paths: Mapping[Path, str]) -> Iterator[None]:
+    """As many of the connection's threads as the memory limit holds the parse of `paths`' largest file on
+    (PARSE_MEMORY_PER_BYTE), one at the least; the connection's own afterwards."""
+    largest = max(p.stat().st_size for p in paths)
+    threads = int(con.execute("select current_setting('threads')").fetchone()[0])
+    fits = max(1, memory_limit_bytes(con) // max(1, PARSE_MEMORY_PER_BYTE * largest))
+    if fits >= threads:
+        yield
+        return
+    con.execute(f"set threads = {int(fits)}")
+    try:
+        yield
+    finally:
+        con.execute(f"set threads = {threads}")
+
+
 def _explain_parse_failure(con: duckdb.DuckDBPyConnection, paths: dict[Path, str],
                            error: Exception) -> RawInputError:
     for path, key in paths.items():
@@ -382,13 +437,18 @@ def load_window(con: duckdb.DuckDBPyConnection, raw_dir: Path, window: Window,
     parse = {path: key for path, key in paths.items() if path not in reused}
     con.execute(sql.text("raw_lines_table"))
     headers: dict[str, str] = {}
-    if parse:
-        buffer = sized(parse)
+    sized(parse)  # a file too large, or that cannot be looked at, is refused before anything is read
+    for group in _size_groups(parse):
+        buffer = object_size(group)
         try:
-            headers = manifests(con, list(parse), buffer)
-            con.execute(f"insert into candidate.raw_lines by name {sql.text('raw_lines')}", read_params(parse, buffer))
+            with _threads_for(con, group):
+                headers.update(manifests(con, list(group), buffer))
+                con.execute(f"insert into candidate.raw_lines by name {sql.text('raw_lines')}",
+                            read_params(group, buffer))
+        except duckdb.OutOfMemoryException as exc:
+            raise _out_of_memory(group, window, exc) from exc
         except duckdb.Error as exc:
-            raise _explain_parse_failure(con, parse, exc) from exc
+            raise _explain_parse_failure(con, group, exc) from exc
     out = []
     for path, key in paths.items():
         if path in reused:

@@ -90,3 +90,70 @@ def test_a_file_gone_before_a_failed_read_is_explained_is_refused_naming_it(tmp_
     gone = tmp_path / "partition=2026-09-19.json"
     refused = raw_files._explain_parse_failure(duckdb.connect(), {gone: DAY}, duckdb.IOException("no such file"))
     assert refused.path == gone and refused.partition == DAY and "cannot be read" in refused.problem
+
+
+def _days_of_lines(raw_dir: Path, days: int, lines: int) -> dict[Path, str]:
+    import datetime as dt
+
+    from atlasmart_assets import generate
+
+    out = {}
+    for k in range(days):
+        day = dt.date(2026, 9, 1) + dt.timedelta(days=k)
+        out[generate.write_raw(raw_dir, day, generate.synthetic_lines(day, lines, 500, seed=k))] = day.isoformat()
+    return out
+
+
+def _scratch(tmp_path: Path, limit: str, threads: int):
+    import duckdb
+
+    con = duckdb.connect(str(tmp_path / "scratch.duckdb"),
+                         config={"memory_limit": limit, "threads": str(threads), "preserve_insertion_order": "false"})
+    con.execute("create schema candidate")
+    return con
+
+
+def test_a_parse_takes_the_threads_its_memory_limit_holds_the_largest_file_on(tmp_path: Path) -> None:
+    """A large file is parsed on fewer threads (each holds about PARSE_MEMORY_PER_BYTE times it); the connection's
+    own threads before and after, and a window of small files keeps them all."""
+    small, large = tmp_path / "small.json", tmp_path / "large.json"
+    small.write_bytes(b"x" * (4 * MiB))
+    with large.open("wb") as fh:
+        fh.truncate(54 * MiB)
+    con = _scratch(tmp_path, "1GB", 8)
+    seen = {}
+    for name, paths in (("small", {small: DAY}), ("large", {large: DAY, small: DAY})):
+        with raw_files._threads_for(con, paths):
+            seen[name] = con.execute("select current_setting('threads')").fetchone()[0]
+    assert seen == {"small": 8, "large": 1}, seen
+    assert con.execute("select current_setting('threads')").fetchone()[0] == 8
+    assert raw_files.memory_limit_bytes(con) == pytest.approx(10**9, rel=0.01)
+    assert [sorted(p.name for p in g) for g in raw_files._size_groups({small: DAY, large: DAY})] == \
+        [["small.json"], ["large.json"]], "small files are read apart from large ones, keeping every core"
+
+
+def test_a_window_of_large_files_loads_within_the_memory_limit(tmp_path: Path) -> None:
+    """Three days of 75,000 lines (17 MB files) at a 300 MB limit on two threads: one file at a time fits (on one
+    thread they loaded at 250 MB), two at a time do not (on two threads they ran out of 350 MB, and were refused as
+    unreadable; so did a window of six 54 MB files at the default 1 GB). Every line loads."""
+    from atlasmart_assets.window import Window
+
+    files = _days_of_lines(tmp_path / "raw", 3, 75_000)
+    assert min(p.stat().st_size for p in files) > raw_files.LARGE_FILE
+    con = _scratch(tmp_path, "300MB", 2)
+    loaded = raw_files.load_window(con, tmp_path / "raw", Window.of("2026-09-01", "2026-09-03"), threads=2)
+    assert len(loaded) == 3
+    records = sum(int(f.manifest["records"]) for f in loaded)
+    assert records >= 3 * 75_000 and con.execute("select count(*) from candidate.raw_lines").fetchone()[0] == records
+
+
+def test_a_parse_past_the_memory_limit_fails_naming_the_setting_not_the_files(tmp_path: Path) -> None:
+    from atlasmart_assets.window import Window
+
+    _days_of_lines(tmp_path / "raw", 1, 75_000)
+    con = _scratch(tmp_path, "64MB", 1)
+    with pytest.raises(raw_files.ParseMemoryError) as failed:
+        raw_files.load_window(con, tmp_path / "raw", Window.of("2026-09-01"), threads=1)
+    text = str(failed.value)
+    assert "raw 2026-09-01: DuckDB ran out of memory parsing 1 raw file(s)" in text, text
+    assert "ATLASMART_DUCKDB_MEMORY_LIMIT" in text and "nothing was loaded" in text, text
