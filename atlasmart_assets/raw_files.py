@@ -19,6 +19,7 @@ import duckdb
 from atlasmart_assets import candidates, sql
 from atlasmart_assets.contract import BATCH_NAME, CONTROL_NAMES
 from atlasmart_assets.event_budget import cut_text
+from atlasmart_assets.settings import memory_bytes
 from atlasmart_assets.warehouse.rows import create_table
 from atlasmart_assets.window import Window
 
@@ -289,11 +290,7 @@ def _size_groups(paths: Mapping[Path, str]) -> list[dict[Path, str]]:
 
 def memory_limit_bytes(con: duckdb.DuckDBPyConnection) -> int:
     """The connection's memory limit in bytes (DuckDB shows it as e.g. '953.6 MiB')."""
-    text = str(con.execute("select current_setting('memory_limit')").fetchone()[0]).strip()
-    units = {"bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
-             "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
-    number, _, unit = text.partition(" ")
-    return int(float(number) * units.get(unit, 1))
+    return memory_bytes(str(con.execute("select current_setting('memory_limit')").fetchone()[0]))
 
 
 @contextlib.contextmanager

@@ -81,6 +81,32 @@ def deadline_offset(text: str) -> dt.timedelta:
     return dt.timedelta(hours=int(match.group(1)), minutes=int(match.group(2)))
 
 
+_MEMORY = re.compile(r"^(\d+(?:\.\d+)?)\s*(B|bytes|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$", re.IGNORECASE)
+_MEMORY_UNITS = {"b": 1, "bytes": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+                 "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
+
+
+def memory_bytes(text: str) -> int:
+    """A memory size as DuckDB takes it ('1GB', '256MB', '512MiB') in bytes."""
+    match = _MEMORY.match(text.strip())
+    if not match:
+        raise ValueError(f"{text!r} is not a memory size such as 1GB, 256MB or 512MiB")
+    return int(float(match.group(1)) * _MEMORY_UNITS[match.group(2).lower()])
+
+
+def _memory(env: Mapping[str, str], name: str, default: str) -> str:
+    """A DuckDB memory limit, refused with its name and value unless it reads as a size of at least 16 MB: a typo
+    would otherwise surface as DuckDB's error at the first connection of some run, or a limit of a few bytes."""
+    value = str(env.get(name, default)).strip()
+    try:
+        size = memory_bytes(value)
+    except ValueError as exc:
+        raise ValueError(f"{name}={value!r} is not a memory size such as 1GB, 256MB or 512MiB") from exc
+    if size < 16 * 10**6:
+        raise ValueError(f"{name}={value!r} is below 16MB")
+    return value
+
+
 def _number(env: Mapping[str, str], name: str, default: str, minimum: float, unit: str,
             whole: bool = False, maximum: float = math.inf, above: bool = False) -> float:
     """A numeric setting, refused with its name, value and the expected range (nan and inf are no setting)."""
@@ -108,7 +134,7 @@ def load(overrides: Mapping[str, str | None] | None = None) -> Settings:
         retain_versions=int(_number(env, "ATLASMART_RETAIN_VERSIONS", "10", 1, "versions", whole=True)),
         shrink_threshold=_number(env, "ATLASMART_SHRINK_THRESHOLD", "0.2", 0, "", maximum=1),
         lock_timeout_s=_number(env, "ATLASMART_LOCK_TIMEOUT_S", "600", 0, "seconds", above=True),
-        duckdb_memory_limit=env.get("ATLASMART_DUCKDB_MEMORY_LIMIT", "1GB"),
+        duckdb_memory_limit=_memory(env, "ATLASMART_DUCKDB_MEMORY_LIMIT", "1GB"),
         backfill_threads=int(_number(env, "ATLASMART_BACKFILL_THREADS", "1", 1, "threads", whole=True)),
         version_grace_s=_number(env, "ATLASMART_VERSION_GRACE_S", "300", 0, "seconds"),
         chunk_days=int(_number(env, "ATLASMART_CHUNK_DAYS", "31", 1, "days", whole=True)),

@@ -16,6 +16,9 @@ BAD = [
     ("ATLASMART_FRESHNESS_DEADLINE", "48:00"), ("ATLASMART_START_DATE", "yesterday"), ("ATLASMART_CHUNK_DAYS", "0"),
     ("ATLASMART_BACKFILL_NICE", "20"), ("ATLASMART_BACKFILL_NICE", "-1"), ("ATLASMART_BACKFILL_GIVE_WAY_S", "-1"),
     ("ATLASMART_SCHEDULE_HOUR", "24"), ("ATLASMART_SCHEDULE_HOUR", "2.5"), ("ATLASMART_SCHEDULE_HOUR", "-1"),
+    ("ATLASMART_DUCKDB_MEMORY_LIMIT", "1G B"), ("ATLASMART_DUCKDB_MEMORY_LIMIT", "lots"),
+    ("ATLASMART_DUCKDB_MEMORY_LIMIT", "1GB'; drop table x"), ("ATLASMART_DUCKDB_MEMORY_LIMIT", "1000"),
+    ("ATLASMART_DUCKDB_MEMORY_LIMIT", "1MB"),
 ]
 
 
@@ -31,6 +34,8 @@ def test_the_defaults_and_good_values_load() -> None:
                          "ATLASMART_SHRINK_THRESHOLD": "0"})
     assert cfg.slo_duration_s == 90.5 and cfg.freshness_deadline == "30:15" and cfg.shrink_threshold == 0
     assert settings.load().freshness_deadline == "06:00"
+    for limit, size in (("2GB", 2 * 10**9), ("512MiB", 512 << 20), ("1.5 gb", 15 * 10**8), (" 256MB ", 256 * 10**6)):
+        assert settings.memory_bytes(settings.load({"ATLASMART_DUCKDB_MEMORY_LIMIT": limit}).duckdb_memory_limit) == size
 
 
 def test_the_code_location_refuses_to_load_with_a_bad_deadline(tmp_path) -> None:
