@@ -301,14 +301,29 @@ def restore_candidates(wh: Warehouse, scratch: Path, window: Window,
         gone = sorted(p for p in targets if found[p][2] and p not in retained)
         if gone:
             raise ValueError(f"cannot roll back {window}: the earlier versions of {window_label(gone)} are past retention")
-        attach(con, scratch, "s")
-        con.execute("create schema if not exists s.candidate")
-        for layer in ledger.LAYERS:
-            cols = ", ".join(f"h.{c}" for c in layer.columns)
-            # A version may read rows an earlier publication stored: the store is found by version number.
-            source = (f"{layer.store} h join (select partition_date, version from targets join audit.ledger_versions "
-                      "using (partition_date, publication_id)) using (partition_date, version)" if layer.store else
-                      f"{layer.history} h join targets using (partition_date, publication_id)")
-            con.execute(f"create or replace table s.{layer.candidate} as select {cols} from {source}")
         after = {p: ledger.day_candidate(r) for p, r in found.items()}
-        return after, targets, now
+    _restore_rows(wh, scratch, window, targets)
+    return after, targets, now
+
+
+def _restore_rows(wh: Warehouse, scratch: Path, window: Window, targets: dict[str, str]) -> None:
+    """The rows of the versions `targets` names, copied into scratch as candidates a chunk of days per hold (a
+    year's in one hold held the warehouse 8.2 s, today's load waiting behind it); those waiting on the lock go
+    between chunks. A day republished meanwhile is refused by the publish, which compares against `now`."""
+    for k, part in enumerate(window.split(wh.settings.chunk_days)):
+        if k:
+            hand_over(wh.settings.warehouse_path)
+        with wh.writer() as con:
+            ledger.versions_table(con, "targets", {p: targets[p] for p in part.keys if p in targets})
+            attach(con, scratch, "s")
+            con.execute("create schema if not exists s.candidate")
+            for layer in ledger.LAYERS:
+                cols = ", ".join(f"h.{c}" for c in layer.columns)
+                # A version may read rows an earlier publication stored: the store is found by version number.
+                source = (f"{layer.store} h join (select partition_date, version from targets join "
+                          "audit.ledger_versions using (partition_date, publication_id)) "
+                          "using (partition_date, version)" if layer.store else
+                          f"{layer.history} h join targets using (partition_date, publication_id)")
+                verb = (f"create or replace table s.{layer.candidate} as" if k == 0 else
+                        f"insert into s.{layer.candidate}")
+                con.execute(f"{verb} select {cols} from {source}")
