@@ -96,6 +96,12 @@ def rollback_range(context: dg.OpExecutionContext, config: RollbackConfig,
     materialization of staged, fact and mart for each restored partition, so the UI shows the restored version."""
     progress = Progress(context.log.info, f"rollback {config.start}..{config.end or config.start}",
                         rollback_mod.PHASES + (rollback_mod.EVENTS_PHASE,))
+    with progress.stopping():  # the events too: a run stopped while Dagster writes them says so
+        yield from _roll_back_and_report(context, config, warehouse, progress)
+
+
+def _roll_back_and_report(context: dg.OpExecutionContext, config: RollbackConfig, warehouse: Warehouse,
+                          progress: Progress) -> Iterator[dg.AssetMaterialization | dg.Output]:
     pub = rollback_mod.rollback(warehouse, config.start, config.end, config.reason, context.run.run_id,
                                 config.to_publication, progress)
     context.log.info(f"rolled back {pub.window}: publication {pub.publication_id}, {len(pub.changed)} partition(s) "

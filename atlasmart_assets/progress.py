@@ -76,7 +76,10 @@ class Progress:
         and `ended`, not with an estimate of work that will not happen."""
         try:
             yield
+        except GeneratorExit:
+            raise  # a generator closed early stopped for no reason worth a line
         except BaseException as exc:
             if not self._ended:
-                self.end(self.current, f"stopped by {type(exc).__name__}: {cut_text(str(exc), 300)}")
+                with contextlib.suppress(Exception):  # the error that stopped the step is the one to raise
+                    self.end(self.current, f"stopped by {type(exc).__name__}: {cut_text(str(exc), 300)}")
             raise

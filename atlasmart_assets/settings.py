@@ -81,17 +81,26 @@ def deadline_offset(text: str) -> dt.timedelta:
     return dt.timedelta(hours=int(match.group(1)), minutes=int(match.group(2)))
 
 
-_MEMORY = re.compile(r"^(\d+(?:\.\d+)?)\s*(B|bytes|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$", re.IGNORECASE)
-_MEMORY_UNITS = {"b": 1, "bytes": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-                 "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
+_MEMORY = re.compile(r"^(\d+(?:\.\d+)?)\s*(B|bytes|K|M|G|T|KB|MB|GB|TB|KiB|MiB|GiB|TiB|%)$", re.IGNORECASE)
+_MEMORY_UNITS = {"b": 1, "bytes": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "kb": 10**3, "mb": 10**6,
+                 "gb": 10**9, "tb": 10**12, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
+
+
+def _physical_memory() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def memory_bytes(text: str) -> int:
-    """A memory size as DuckDB takes it ('1GB', '256MB', '512MiB') in bytes."""
-    match = _MEMORY.match(text.strip())
+    """A memory size as DuckDB takes it ('1GB', '4G', '512MiB', '50%' of the machine, '-1' for DuckDB's default
+    of 80 %) in bytes."""
+    text = text.strip()
+    if text == "-1":
+        return int(_physical_memory() * 0.8)
+    match = _MEMORY.match(text)
     if not match:
-        raise ValueError(f"{text!r} is not a memory size such as 1GB, 256MB or 512MiB")
-    return int(float(match.group(1)) * _MEMORY_UNITS[match.group(2).lower()])
+        raise ValueError(f"{text!r} is not a memory size such as 1GB, 4G, 512MiB or 50%")
+    number, unit = float(match.group(1)), match.group(2).lower()
+    return int(_physical_memory() * number / 100 if unit == "%" else number * _MEMORY_UNITS[unit])
 
 
 def _memory(env: Mapping[str, str], name: str, default: str) -> str:
@@ -101,7 +110,7 @@ def _memory(env: Mapping[str, str], name: str, default: str) -> str:
     try:
         size = memory_bytes(value)
     except ValueError as exc:
-        raise ValueError(f"{name}={value!r} is not a memory size such as 1GB, 256MB or 512MiB") from exc
+        raise ValueError(f"{name}={value!r} is not a memory size such as 1GB, 4G, 512MiB or 50%") from exc
     if size < 16 * 10**6:
         raise ValueError(f"{name}={value!r} is below 16MB")
     return value

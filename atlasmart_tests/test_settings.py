@@ -34,8 +34,17 @@ def test_the_defaults_and_good_values_load() -> None:
                          "ATLASMART_SHRINK_THRESHOLD": "0"})
     assert cfg.slo_duration_s == 90.5 and cfg.freshness_deadline == "30:15" and cfg.shrink_threshold == 0
     assert settings.load().freshness_deadline == "06:00"
-    for limit, size in (("2GB", 2 * 10**9), ("512MiB", 512 << 20), ("1.5 gb", 15 * 10**8), (" 256MB ", 256 * 10**6)):
+    for limit, size in (("2GB", 2 * 10**9), ("512MiB", 512 << 20), ("1.5 gb", 15 * 10**8), (" 256MB ", 256 * 10**6),
+                        ("4G", 4 * 10**9), ("512m", 512 * 10**6)):
         assert settings.memory_bytes(settings.load({"ATLASMART_DUCKDB_MEMORY_LIMIT": limit}).duckdb_memory_limit) == size
+    # Every form DuckDB takes is taken, and means to us what it means to DuckDB.
+    import duckdb
+    for limit in ("4G", "1.5 gb", "512MiB", "50%", "-1"):
+        con = duckdb.connect(config={"memory_limit": settings.load({"ATLASMART_DUCKDB_MEMORY_LIMIT": limit}).duckdb_memory_limit})
+        shown = con.execute("select current_setting('memory_limit')").fetchone()[0]
+        ours = settings.memory_bytes(limit)
+        unit, name = next((1 << k, n) for k, n in ((40, "TiB"), (30, "GiB"), (20, "MiB")) if ours >= 1 << k)
+        assert shown == f"{int(ours / unit * 10) / 10:.1f} {name}", (limit, shown, ours)  # DuckDB truncates
 
 
 def test_the_code_location_refuses_to_load_with_a_bad_deadline(tmp_path) -> None:

@@ -15,6 +15,7 @@ from atlasmart_assets.assets.common import (
     SCRATCH_MAX_AGE_S,
     check_result,
     controls_md,
+    StepCapacity,
     refuse,
     step_capacity,
 )
@@ -27,7 +28,7 @@ from atlasmart_assets.notices import notice_path
 from atlasmart_assets.partitions import daily_partitions
 from atlasmart_assets.progress import Progress
 from atlasmart_assets.resources import Warehouse
-from atlasmart_assets.scope import scope_of_context
+from atlasmart_assets.scope import RunScope, scope_of_context
 from atlasmart_assets.warehouse.ledger import Publication
 
 
@@ -83,6 +84,13 @@ def correction_asset(context: dg.AssetExecutionContext,
     warehouse.prune_scratch(SCRATCH_MAX_AGE_S)
     cap = step_capacity(context, warehouse, scope)
     progress = Progress(context.log.info, f"correction {scope.window}", correction.PHASES + (correction.EVENTS_PHASE,))
+    with progress.stopping():  # the events phase too: a run stopped while Dagster writes them says so
+        yield from _correct_and_report(context, warehouse, scope, cap, progress)
+
+
+def _correct_and_report(context: dg.AssetExecutionContext, warehouse: Warehouse, scope: RunScope, cap: StepCapacity,
+                        progress: Progress) -> Iterator[dg.AssetCheckResult | dg.MaterializeResult]:
+    """Build, audit and publish the window, then its check results and each day's materializations."""
     outcome = correction.correct(warehouse, scope, _is_finished(context.instance), cap.threads,
                                  give_way=cap.give_way, lowered=cap.lowered, progress=progress)
     yield from (check_result(a) for a in outcome.audits)

@@ -136,18 +136,20 @@ def published_tables_checks(context: dg.AssetCheckExecutionContext,
         return _guarded(checks, warehouse, lambda: published_checks(warehouse, window, give_way, tuple(checks)))
 
     progress = Progress(context.log.info, f"published checks {window}", PHASES)
-    try:
-        audits = run(selected)
-    except Exception:
-        if len(selected) < 2:
-            raise
-        yield from _each_alone(selected, run)
-        return
-    progress.done("read", f"{len(window.keys)} day(s) of the published tables read for {len(selected)} check(s), "
-                          f"{sum(1 for a in audits if not a.passed)} failing")
-    for audit in audits:
-        yield check_result(audit)
-    progress.done("events", f"{len(audits)} check result(s) written")
+    with progress.stopping():
+        try:
+            audits = run(selected)
+        except Exception:
+            if len(selected) < 2:
+                raise
+            progress.end("read", "the shared read failed: each check reads on its own")
+            yield from _each_alone(selected, run)
+            return
+        progress.done("read", f"{len(window.keys)} day(s) of the published tables read for {len(selected)} "
+                              f"check(s), {sum(1 for a in audits if not a.passed)} failing")
+        for audit in audits:
+            yield check_result(audit)
+        progress.done("events", f"{len(audits)} check result(s) written")
 
 
 def _each_alone(selected: Checks, run: Callable[[Checks], list[Audit]]) -> Iterator[dg.AssetCheckResult]:
