@@ -147,10 +147,10 @@ def read_params(paths: Iterable[Path], max_object_size: int | None = None) -> di
             "max_object_size": object_size(paths) if max_object_size is None else max_object_size}
 
 
-def sized(paths: Mapping[Path, str]) -> int:
-    """The maximum_object_size for reading `paths`; a file that cannot be looked at, or is too large for DuckDB's
-    read, is refused naming it."""
-    largest = 0
+def file_sizes(paths: Mapping[Path, str]) -> dict[Path, int]:
+    """Each file's size in bytes; a file that cannot be looked at, or is too large for DuckDB's read, is refused
+    naming it."""
+    sizes = {}
     for path, key in paths.items():
         try:
             size = path.stat().st_size
@@ -160,8 +160,13 @@ def sized(paths: Mapping[Path, str]) -> int:
             raise RawInputError(path, key, f"is {size:,} bytes, past the 64 MiB ({OBJECT_SIZE_MAX:,} bytes) a raw "
                                            "file may hold: deliver the day's lines as several batches "
                                            "(raw/partition=D/<extraction_batch>.json)")
-        largest = max(largest, size)
-    return buffer_for(largest)
+        sizes[path] = size
+    return sizes
+
+
+def sized(paths: Mapping[Path, str]) -> int:
+    """The maximum_object_size for reading `paths` (file_sizes refuses what cannot be read)."""
+    return buffer_for(max(file_sizes(paths).values(), default=0))
 
 
 def later_batches(raw_dir: Path, partition: str) -> list[Path]:
@@ -274,18 +279,18 @@ class ParseMemoryError(RuntimeError):
     smaller batches to deliver), not bad input."""
 
 
-def _out_of_memory(paths: Mapping[Path, str], window: Window, error: Exception) -> ParseMemoryError:
-    largest = max(p.stat().st_size for p in paths)
-    return ParseMemoryError(f"raw {window}: DuckDB ran out of memory parsing {len(paths)} raw file(s) of up to "
+def _out_of_memory(files: int, largest: int, window: Window, error: Exception) -> ParseMemoryError:
+    return ParseMemoryError(f"raw {window}: DuckDB ran out of memory parsing {files} raw file(s) of up to "
                             f"{largest:,} bytes (ATLASMART_DUCKDB_MEMORY_LIMIT; one thread needs about "
                             f"{PARSE_MEMORY_PER_BYTE} times the largest file): raise the limit, or deliver the days "
                             f"as smaller batches; nothing was loaded. DuckDB: {cut_text(str(error), 300)}")
 
 
-def _size_groups(paths: Mapping[Path, str]) -> list[dict[Path, str]]:
-    """The files to parse, small ones (up to LARGE_FILE) apart from large ones, each group read in one statement."""
-    small = {p: k for p, k in paths.items() if p.stat().st_size <= LARGE_FILE}
-    large = {p: k for p, k in paths.items() if p not in small}
+def _size_groups(sizes: Mapping[Path, int]) -> list[dict[Path, int]]:
+    """The files to parse (-> size), small ones (up to LARGE_FILE) apart from large ones, each group read in one
+    statement."""
+    small = {p: n for p, n in sizes.items() if n <= LARGE_FILE}
+    large = {p: n for p, n in sizes.items() if n > LARGE_FILE}
     return [group for group in (small, large) if group]
 
 
@@ -295,10 +300,9 @@ def memory_limit_bytes(con: duckdb.DuckDBPyConnection) -> int:
 
 
 @contextlib.contextmanager
-def _threads_for(con: duckdb.DuckDBPyConnection, paths: Mapping[Path, str]) -> Iterator[None]:
-    """As many of the connection's threads as the memory limit holds the parse of `paths`' largest file on
+def _threads_for(con: duckdb.DuckDBPyConnection, largest: int) -> Iterator[None]:
+    """As many of the connection's threads as the memory limit holds the parse of a file of `largest` bytes on
     (PARSE_MEMORY_PER_BYTE), one at the least; the connection's own afterwards."""
-    largest = max(p.stat().st_size for p in paths)
     threads = int(con.execute("select current_setting('threads')").fetchone()[0])
     fits = max(1, memory_limit_bytes(con) // max(1, PARSE_MEMORY_PER_BYTE * largest))
     if fits >= threads:
@@ -436,18 +440,19 @@ def load_window(con: duckdb.DuckDBPyConnection, raw_dir: Path, window: Window,
     parse = {path: key for path, key in paths.items() if path not in reused}
     con.execute(sql.text("raw_lines_table"))
     headers: dict[str, str] = {}
-    sized(parse)  # a file too large, or that cannot be looked at, is refused before anything is read
-    for group in _size_groups(parse):
-        buffer = object_size(group)
+    # A file too large, or that cannot be looked at, is refused before anything is read.
+    for group in _size_groups(file_sizes(parse)):
+        largest = max(group.values())
+        buffer = buffer_for(largest)
         try:
-            with _threads_for(con, group):
+            with _threads_for(con, largest):
                 headers.update(manifests(con, list(group), buffer))
                 con.execute(f"insert into candidate.raw_lines by name {sql.text('raw_lines')}",
                             read_params(group, buffer))
         except duckdb.OutOfMemoryException as exc:
-            raise _out_of_memory(group, window, exc) from exc
+            raise _out_of_memory(len(group), largest, window, exc) from exc
         except duckdb.Error as exc:
-            raise _explain_parse_failure(con, group, exc) from exc
+            raise _explain_parse_failure(con, {p: parse[p] for p in group}, exc) from exc
     out = []
     for path, key in paths.items():
         if path in reused:

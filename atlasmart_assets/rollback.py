@@ -50,7 +50,7 @@ def targets(wh: Warehouse, window: Window, to_publication: str | None) -> dict[s
 
 
 REASON_MAX_CHARS = 1000
-# Shares of a year's rollback (2026-12-06, the lab's small days): the restore and the publish are most of it.
+# Estimated shares of a rollback (not measured phase by phase): the restore and the publish are most of it.
 PHASES = (("targets", 0.1), ("restore", 0.35), ("publish", 0.55))
 # The job's events after the commit (a materialization per day and asset): only the job, which writes them, has it.
 EVENTS_PHASE = ("events", 0.3)

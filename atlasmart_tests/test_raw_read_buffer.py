@@ -122,13 +122,14 @@ def test_a_parse_takes_the_threads_its_memory_limit_holds_the_largest_file_on(tm
         fh.truncate(54 * MiB)
     con = _scratch(tmp_path, "1GB", 8)
     seen = {}
-    for name, paths in (("small", {small: DAY}), ("large", {large: DAY, small: DAY})):
-        with raw_files._threads_for(con, paths):
+    sizes = raw_files.file_sizes({small: DAY, large: DAY})
+    for name, paths in (("small", [small]), ("large", [large, small])):
+        with raw_files._threads_for(con, max(sizes[p] for p in paths)):
             seen[name] = con.execute("select current_setting('threads')").fetchone()[0]
     assert seen == {"small": 8, "large": 1}, seen
     assert con.execute("select current_setting('threads')").fetchone()[0] == 8
     assert raw_files.memory_limit_bytes(con) == pytest.approx(10**9, rel=0.01)
-    assert [sorted(p.name for p in g) for g in raw_files._size_groups({small: DAY, large: DAY})] == \
+    assert [sorted(p.name for p in g) for g in raw_files._size_groups(sizes)] == \
         [["small.json"], ["large.json"]], "small files are read apart from large ones, keeping every core"
 
 

@@ -311,8 +311,7 @@ def _restore_rows(wh: Warehouse, scratch: Path, window: Window, targets: dict[st
     year's in one hold held the warehouse 8.2 s, today's load waiting behind it); those waiting on the lock go
     between chunks. A day republished meanwhile is refused by the publish, which compares against `now`."""
     for k, part in enumerate(window.split(wh.settings.chunk_days)):
-        if k:
-            hand_over(wh.settings.warehouse_path)
+        _next_hold(wh, None, None, first=k == 0)
         with wh.writer() as con:
             ledger.versions_table(con, "targets", {p: targets[p] for p in part.keys if p in targets})
             attach(con, scratch, "s")
