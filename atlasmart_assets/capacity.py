@@ -17,7 +17,7 @@ from typing import Callable, Iterator, TypeVar
 
 import dagster as dg
 
-from atlasmart_assets import pausable
+from atlasmart_assets import pausable, waiting
 from atlasmart_assets.contract import CURRENT_LANE, LANE_TAG
 
 ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
@@ -62,7 +62,9 @@ class GiveWay:
         started = time.monotonic()
         while time.monotonic() - started < self.max_s and self.busy(unreadable=True):
             time.sleep(POLL_S)
-        return time.monotonic() - started
+        waited = time.monotonic() - started
+        waiting.count(waited)
+        return waited
 
 
 def backfill_threads(instance: dg.DagsterInstance, capped: int) -> int | None:

@@ -338,6 +338,7 @@ def _correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool]
              lowered: capacity.Lowered | None, progress: Progress) -> Outcome:
     stats = LockStats()
     run_id = scope.run.run_id
+    progress.watch(lambda: capacity.paused_s(lowered))  # the scratch work paused beside today's load
     ref = reference.load(wh)
     if ref.problems:
         progress.end("read", f"refused by {ref.audit().check}; nothing published")
@@ -385,11 +386,12 @@ def _correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool]
         # The commit, extracts and notices are about a seventh of a first load's publish (a year's re-publish of
         # unchanged days published in 2 s, its first load in 14 s); the rest is writing the days that changed.
         progress.expect("publish", 0.15 + 0.85 * (len(days) - len(ledger.reused(current, days))) / max(len(days), 1))
-        progress.done("audit", f"{len(found)} audits, {len(outcome.refused)} refusing, "
-                               f"{sum(c.rows for c in days.values()):,} rows")
+        audited = f"{len(found)} audits, {len(outcome.refused)} refusing, {sum(c.rows for c in days.values()):,} rows"
         if outcome.refused:
-            progress.end("audit", f"refused by {', '.join(a.check for a in outcome.refused)}; nothing published")
+            progress.end("audit", f"{audited}: refused by {', '.join(a.check for a in outcome.refused)}; "
+                                  "nothing published")
         else:
+            progress.done("audit", audited)
             def written(k: int, n: int, part: Window, changed: int) -> None:
                 progress.part("publish", k / (n + 1),
                               f"chunk {k}/{n} ({part}) written ahead, {changed} changed day(s)" if changed else

@@ -94,7 +94,7 @@ def rollback_range(context: dg.OpExecutionContext, config: RollbackConfig,
                    warehouse: Warehouse) -> Iterator[dg.AssetMaterialization | dg.Output]:
     """Restore an earlier publication of every partition in [start, end], in one atomic commit; record a
     materialization of staged, fact and mart for each restored partition, so the UI shows the restored version."""
-    progress = Progress(context.log.info, f"rollback {config.start}..{config.end or config.start}",
+    progress = Progress(context.log.info, rollback_mod.header(config.start, config.end),
                         rollback_mod.PHASES + (rollback_mod.EVENTS_PHASE,))
     with progress.stopping():  # the events too: a run stopped while Dagster writes them says so
         yield from _roll_back_and_report(context, config, warehouse, progress)
@@ -112,6 +112,8 @@ def _roll_back_and_report(context: dg.OpExecutionContext, config: RollbackConfig
     notice = notices.notice_path(warehouse.settings, pub.publication_id)
     notice = notice if notice.exists() else None
     newest = max(pub.after)
+    # A termination while Dagster writes these is raised outside this code: the log ends with this line.
+    progress.part("events", 0.0, f"writing {len(RESTORED_ASSETS) * len(pub.after):,} partition materializations")
     for day in sorted(pub.after):
         for asset in RESTORED_ASSETS:
             yield dg.AssetMaterialization(

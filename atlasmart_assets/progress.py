@@ -1,5 +1,6 @@
 """Progress of a long step in the run's log: each phase with its counts, the time so far and an estimate of what
-remains (from the phase's share of a typical run)."""
+remains (from the phase's share of a typical run, and the time spent working on it: waits for the warehouse or
+for today's load are said apart and not extrapolated)."""
 
 from __future__ import annotations
 
@@ -7,38 +8,77 @@ import contextlib
 import time
 from typing import Callable, Iterator, Sequence
 
+from atlasmart_assets import waiting
 from atlasmart_assets.event_budget import cut_text
+
+# A line is an event in the run's log: what a phase says (it may name a file, a batch, an error) is cut to this
+# many bytes as Dagster writes them, and the header (the window) to HEADER_MAX_BYTES.
+DETAIL_MAX_BYTES = 1000
+HEADER_MAX_BYTES = 200
+# Waits shorter than this are not worth a mention.
+WAIT_SHOWN_S = 0.05
+
+
+def printable(text: str) -> str:
+    """`text` on one line: a newline, a tab or any other character that is not printable shown as its escape
+    (\\n, \\u2028), so that a file or batch name cannot start a line of its own that reads like progress."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+def stopped_by(exc: BaseException) -> str:
+    message = cut_text(str(exc), 300)
+    return f"stopped by {type(exc).__name__}" + (f": {message}" if message.strip() else "")
 
 
 class Progress:
     def __init__(self, log: Callable[[str], None] | None, what: str, phases: Sequence[tuple[str, float]]) -> None:
         self._log = log
-        self._what = what
+        self._what = cut_text(printable(what), HEADER_MAX_BYTES)
+        self._waits: list[Callable[[], float]] = []
         self._weights = dict(phases)
         self._typical = dict(phases)
         self._order = [name for name, _ in phases]
         self._finished: set[str] = set()
         self._started = time.monotonic()
+        self._waited_before = waiting.total()
         self._ended = False
 
     @property
     def _done(self) -> float:
         return sum(self._weights[name] for name in self._order if name in self._finished)
 
+    def watch(self, waited: Callable[[], float]) -> None:
+        """`waited()`: more seconds the step has spent waiting so far, beyond the process's own waits counted in
+        `waiting` (the lock, today's load): its scratch work paused beside today's load, say."""
+        self._waits.append(waited)
+
+    def _waited(self) -> float:
+        """Waiting is said apart in each line and left out of the estimate, which would otherwise extrapolate a wait
+        as work (a one-day run that waited 6 s for the lock read "about 69 s to go")."""
+        total = waiting.total() - self._waited_before
+        for waited in self._waits:
+            with contextlib.suppress(Exception):  # a figure for the log never fails the step
+                total += max(float(waited()), 0.0)
+        return total
+
     def _line(self, phase: str, detail: str, share: float, estimate: bool = True) -> None:
         elapsed = time.monotonic() - self._started
+        waited = min(self._waited(), elapsed)
         total = sum(self._weights.values())
-        left = elapsed / share * (total - share) if share else None
         position = f"{self._order.index(phase) + 1}/{len(self._order)}" if phase in self._order else "-"
         if not estimate:
             tail = "ended"
         # Sums of the same shares in another order may differ in the last bit: that is done, not "0 s to go".
-        elif left is None or share >= total - 1e-9:
+        elif share >= total - 1e-9:
             tail = "done"
+        elif not share > 0:  # nothing behind it yet (or a share that is not a number): nothing to extrapolate
+            tail = "no estimate yet"
         else:
-            tail = f"about {left:.0f} s to go"
+            tail = f"about {(elapsed - waited) / share * (total - share):.0f} s to go"
+        waits = f"of which {waited:.1f} s waiting, " if waited >= WAIT_SHOWN_S else ""
         if self._log is not None:
-            self._log(f"{self._what} [{position}] {phase}: {detail}; {elapsed:.1f} s so far, {tail}")
+            self._log(f"{self._what} [{position}] {phase}: {cut_text(printable(detail), DETAIL_MAX_BYTES)}; "
+                      f"{elapsed:.1f} s so far, {waits}{tail}")
 
     def done(self, phase: str, detail: str) -> None:
         """The phase finished."""
@@ -66,6 +106,10 @@ class Progress:
         self._line(phase, detail, self._done, estimate=False)
 
     @property
+    def complete(self) -> bool:
+        return all(name in self._finished for name in self._order)
+
+    @property
     def current(self) -> str:
         """The phase under way: the first not finished (the last one once all are)."""
         return next((name for name in self._order if name not in self._finished), self._order[-1])
@@ -76,10 +120,18 @@ class Progress:
         and `ended`, not with an estimate of work that will not happen."""
         try:
             yield
-        except GeneratorExit:
-            raise  # a generator closed early stopped for no reason worth a line
+        except GeneratorExit as exc:
+            # Dagster writes a step's events outside its code and raises a termination there, before it steps the
+            # generator again; the generator is then closed. Closed before its last phase, the step stopped.
+            if not self._ended and not self.complete:
+                cause = exc.__context__
+                with contextlib.suppress(Exception):
+                    self.end(self.current, stopped_by(cause) if cause is not None else
+                             "stopped: Dagster closed the step before this phase ended (the run was terminated, "
+                             "or the step failed outside its code)")
+            raise
         except BaseException as exc:
             if not self._ended:
                 with contextlib.suppress(Exception):  # the error that stopped the step is the one to raise
-                    self.end(self.current, f"stopped by {type(exc).__name__}: {cut_text(str(exc), 300)}")
+                    self.end(self.current, stopped_by(exc))
             raise

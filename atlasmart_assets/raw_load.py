@@ -96,6 +96,9 @@ def _audits(findings: list[Finding], files: list[RawFile]) -> list[Audit]:
 # read back and the merge became a view: parse 26 s, profile 12 s, append 11 s). expect() scales the append down
 # to the batches not loaded yet.
 PHASES = (("parse", 0.5), ("profile", 0.25), ("append", 0.25))
+# The step's per-day materializations and check results, which Dagster writes once the load is done (a year's: 365
+# materializations and 8 check results, about a second).
+EVENTS_PHASE = ("events", 0.05)
 
 
 def _parse(wh: Warehouse, scope: RunScope, threads: int | None,
@@ -240,7 +243,7 @@ def copy_uncopied(wh: Warehouse, run_id: str, uncopied: list[str], days: list[st
 def load(wh: Warehouse, scope: RunScope, threads: int | None = None,
          log: Callable[[str], None] | None = None, give_way: GiveWay | None = None,
          lowered: capacity.Lowered | None = None,
-         keepable: Callable[[list[RawFile]], set[str]] | None = None) -> RawLoad:
+         keepable: Callable[[list[RawFile]], set[str]] | None = None, progress: Progress | None = None) -> RawLoad:
     """Audit the window's raw files and append those not loaded yet; nothing is written if an audit fails.
     In a window longer than one chunk, a batch already loaded from a byte-identical file (same sha256, every line
     loaded) is not parsed again: its lines are read back from the warehouse, and every audit runs on them as on a
@@ -248,8 +251,9 @@ def load(wh: Warehouse, scope: RunScope, threads: int | None = None,
     A backfill's parse and profile run `lowered` (lower CPU priority, fewer cores beside today's load; the reads
     and appends, which hold the warehouse, do not), and its `give_way` is called before each chunk's hold: it
     waits while today's load runs. `keepable(files)`: the days the correction may keep as published (default: any);
-    a loaded day outside it is copied into the scratch for the build, not profiled where it is loaded."""
-    progress = Progress(pausable.relayed(log), f"raw {scope.window}", PHASES)
+    a loaded day outside it is copied into the scratch for the build, not profiled where it is loaded.
+    `progress`: the step's (it goes on to its events phase), or one of the load's own."""
+    progress = progress or Progress(pausable.relayed(log), f"raw {scope.window}", PHASES)
     with progress.stopping():
         return _load(wh, scope, threads, log, give_way, lowered, keepable, progress)
 
@@ -260,6 +264,7 @@ def _load(wh: Warehouse, scope: RunScope, threads: int | None, log: Callable[[st
     stats = LockStats()
     run_id = scope.run.run_id
     scratch_work = lowered or capacity.Lowered()
+    progress.watch(lambda: capacity.paused_s(lowered))  # the scratch work paused beside today's load
     with wh.reader(stats=stats) as rcon:
         first_seen = ledger.loaded_batches(rcon, scope.window)
     # Reading loaded batches back pays off for a long window (a year's re-publish: raw step 34-37 s -> 16-19 s); a
@@ -269,7 +274,7 @@ def _load(wh: Warehouse, scope: RunScope, threads: int | None, log: Callable[[st
     try:
         files = scratch_work.run(lambda: _parse(wh, scope, threads, by_file), log=log)
     except raw_files.RawInputError as exc:
-        progress.end("parse", f"refused by {FILE_READABLE}: {exc.path}; nothing appended")
+        progress.end("parse", f"refused by {FILE_READABLE}: {exc.partition}, {exc.path}; nothing appended")
         finding = Finding(FILE_READABLE, exc.partition, exc.path, exc.problem)
         return RawLoad(_audits([finding], []), [], {}, [], stats)
     loaded = [f for f in files if f.read_back]

@@ -56,11 +56,19 @@ PHASES = (("targets", 0.1), ("restore", 0.35), ("publish", 0.55))
 EVENTS_PHASE = ("events", 0.3)
 
 
+def header(start: str, end: str | None) -> str:
+    """The run log's name for the rollback: its window as validated, never the config's text as typed."""
+    try:
+        return f"rollback {Window.of(start, end)}"
+    except ValueError:
+        return "rollback (of a window that is not valid)"
+
+
 def rollback(wh: Warehouse, start: str, end: str | None, reason: str, run_id: str,
              to_publication: str | None = None, progress: Progress | None = None) -> Publication:
     """Restore the chosen publication of every partition of [start, end] in one commit. `progress`: the run log's
     (default: none logged)."""
-    progress = progress or Progress(None, f"rollback {start}..{end or start}", PHASES)
+    progress = progress or Progress(None, header(start, end), PHASES)
     with progress.stopping():
         return _rollback(wh, start, end, reason, run_id, to_publication, progress)
 
@@ -79,7 +87,8 @@ def _rollback(wh: Warehouse, start: str, end: str | None, reason: str, run_id: s
     scratch = wh.scratch_path(run_id)
 
     def written(k: int, n: int, part: Window, changed: int) -> None:
-        progress.part("publish", k / (n + 1), f"chunk {k}/{n} ({part}) written ahead, {changed} day(s)")
+        progress.part("publish", k / (n + 1), f"chunk {k}/{n} ({part}) written ahead, {changed} day(s)" if changed
+                      else f"chunk {k}/{n} ({part}): no day changed, no line written")
 
     try:
         after, restored, now = restore_candidates(wh, scratch, window, chosen)

@@ -191,7 +191,9 @@ def test_a_rollback_logs_each_phase_and_ends_after_its_events(env, instance) -> 
     assert result.success
     lines = [e.user_message for e in instance.all_logs(result.run_id)
              if not e.dagster_event and " so far, " in e.user_message]
-    assert [line.split("] ")[1].split(":")[0] for line in lines] == ["targets", "restore", "publish", "events"], lines
+    assert [line.split("] ")[1].split(":")[0] for line in lines] == ["targets", "restore", "publish", "events",
+                                                                     "events"], lines
+    assert "events: writing 57 partition materializations" in lines[3], lines[3]
     assert all(line.startswith("rollback 2026-09-01..2026-09-19 [") for line in lines), lines
     assert "19 partition(s), to 1 earlier publication(s)" in lines[0], lines[0]
     assert "19 partition(s) restored, 0 of them to other content" in lines[2], lines[2]  # the same evidence twice

@@ -75,7 +75,7 @@ def test_each_partition_carries_its_own_figures_and_no_event_is_large(env, insta
     assert done_at >= last_materialization, "logged once every materialization of the step was written"
     checks = _progress_lines(instance, result.run_id, "published checks")
     assert [line.split("] ")[1].split(":")[0] for line in checks] == ["read", "events"], checks
-    assert "19 day(s) of the published tables read for 2 check(s), 0 failing" in checks[0] and \
+    assert "19 published day(s) of 19 read for 2 check(s), 0 failing" in checks[0] and \
         checks[-1].endswith(", done"), checks
 
 
@@ -87,7 +87,7 @@ def _progress_lines(instance: dg.DagsterInstance, run_id: str, what: str) -> lis
 @pytest.mark.parametrize("target, name, step, phase", [
     ("atlasmart_assets.candidates.build", "build", "correction", "[2/5] build"),
     ("atlasmart_assets.correction.audit", "audit", "correction", "[3/5] audit"),
-    ("atlasmart_assets.raw_load._append", "append", "raw", "[3/3] append"),
+    ("atlasmart_assets.raw_load._append", "append", "raw", "[3/4] append"),
     ("atlasmart_assets.assets.correction._day_metadata", "metadata", "correction", "[5/5] events"),
 ])
 def test_a_step_stopped_by_an_error_in_any_phase_ends_its_log_there(env, instance, monkeypatch, target: str,
@@ -351,15 +351,18 @@ def test_a_long_backfill_gives_way_before_each_warehouse_hold(env, instance, mon
     assert waited["raw"] >= 4 * 0.2 and waited["fact"] >= 5 * 0.2, waited
     # The long phases say how far they got, chunk by chunk, with what remains.
     logs = [e.user_message for e in instance.all_logs(result.run_id) if e.user_message]
-    appended = [m for m in logs if "[3/3] append: chunk" in m]
+    appended = [m for m in logs if "[3/4] append: chunk" in m]
     written = [m for m in logs if "[4/5] publish: chunk" in m and "written ahead" in m]
     assert [m.split("chunk ")[1][:3] for m in appended] == ["1/4", "2/4", "3/4", "4/4"], appended
-    # The parse and profile ran in the scratch child: the step still counts them done, so the last chunk is the end.
-    assert appended[-1].endswith("done"), appended[-1]
+    # The parse and profile ran in the scratch child: the step still counts them done, so after the last chunk only
+    # its events are ahead, and they end it.
+    assert appended[-1].endswith("about 0 s to go"), appended[-1]
+    raw_events = [m for m in logs if m.startswith("raw ") and "[4/4] events: 19 partition materialization(s)" in m]
+    assert raw_events and raw_events[-1].endswith("done"), raw_events
     assert [m.split("chunk ")[1][:3] for m in written] == ["1/4", "2/4", "3/4", "4/4"], written
     assert "(2026-09-01..2026-09-05)" in written[0] and all("to go" in m for m in written), written
     # The profile ran in the paused child process: its progress line still reached the run's log.
-    assert any("[2/3] profile:" in m for m in logs), logs
+    assert any("[2/4] profile:" in m for m in logs), logs
     if pausable.AVAILABLE:
         for key in (["raw", "order_lines"], ["fact", "fct_order_lines"]):
             assert _newest_figures(instance, key)["scratch_paused_s"].value >= 0.2, key

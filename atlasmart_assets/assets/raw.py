@@ -5,20 +5,22 @@ from typing import Any, Iterator
 
 import dagster as dg
 
-from atlasmart_assets import capacity, failpoints, raw_files, raw_load, unchanged
+from atlasmart_assets import capacity, failpoints, pausable, raw_files, raw_load, unchanged
 from atlasmart_assets.alerts.format import md
 from atlasmart_assets.assets.common import (
     BACKFILL_POLICY,
     CODE_VERSION,
     KINDS,
     check_result,
+    StepCapacity,
     refuse,
     step_capacity,
 )
 from atlasmart_assets.contract import CONTROL_NAMES, OWNERS, RAW_CUSTOMERS, RAW_ORDER_LINES
 from atlasmart_assets.partitions import daily_partitions
+from atlasmart_assets.progress import Progress
 from atlasmart_assets.resources import Warehouse
-from atlasmart_assets.scope import scope_of_context
+from atlasmart_assets.scope import RunScope, scope_of_context
 from atlasmart_assets.settings import load as load_settings
 from atlasmart_assets.assets.schemas import CUSTOMERS_SCHEMA, RAW_SCHEMA
 
@@ -126,9 +128,24 @@ def raw_order_lines(context: dg.AssetExecutionContext,
     failpoints.gate(context.op_def.name, scope.run.run_id)
     scope.enforce_fence()
     cap = step_capacity(context, warehouse, scope)
+    progress = Progress(pausable.relayed(context.log.info), f"raw {scope.window}",
+                        raw_load.PHASES + (raw_load.EVENTS_PHASE,))
+    with progress.stopping():  # the events phase too: a run stopped while Dagster writes them says so
+        yield from _load_and_report(context, warehouse, scope, cap, progress)
+
+
+def _load_and_report(context: dg.AssetExecutionContext, warehouse: Warehouse, scope: RunScope, cap: StepCapacity,
+                     progress: Progress) -> Iterator[dg.AssetCheckResult | dg.MaterializeResult]:
+    """Audit and append the window's batches, then its check results and each day's materialization."""
     loaded = raw_load.load(warehouse, scope, cap.threads, log=context.log.info, give_way=cap.give_way,
                            lowered=cap.lowered,
-                           keepable=lambda files: unchanged.keepable(warehouse, scope.window, files))
+                           keepable=lambda files: unchanged.keepable(warehouse, scope.window, files),
+                           progress=progress)
+    if not any(a.blocks for a in loaded.audits):
+        # Dagster writes the events between the steps of this generator and raises a termination there, outside
+        # this code: a run stopped now ends its log with this line, then Dagster's step failure.
+        progress.part("events", 0.0, f"writing {len(loaded.audits)} check results and "
+                                     f"{len(loaded.figures):,} partition materialization(s)")
     yield from (check_result(a) for a in loaded.audits)
     refuse(str(scope.window), loaded.audits)
     for day, fig in sorted(loaded.figures.items()):
@@ -149,3 +166,6 @@ def raw_order_lines(context: dg.AssetExecutionContext,
         **loaded.stats.figures(),
     }, partition_key=max(scope.window.keys))
     yield dg.MaterializeResult()
+    # Runs once Dagster has written the events of the result yielded.
+    progress.done("events", f"{len(loaded.figures):,} partition materialization(s), "
+                            f"{len(loaded.audits)} check results")

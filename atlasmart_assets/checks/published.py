@@ -11,7 +11,7 @@ from atlasmart_assets.assets.common import check_result
 from atlasmart_assets.audits import ERROR, WARN, Audit, controls_match, unique_keys
 from atlasmart_assets.contract import FCT_ORDER_LINES, REVENUE_DAILY
 from atlasmart_assets.partitions import daily_partitions
-from atlasmart_assets.progress import Progress
+from atlasmart_assets.progress import Progress, stopped_by
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import scope_of
 from atlasmart_assets.warehouse.connection import GiveWay, attach_waiting, hand_over, is_lock_conflict
@@ -137,35 +137,52 @@ def published_tables_checks(context: dg.AssetCheckExecutionContext,
 
     progress = Progress(context.log.info, f"published checks {window}", PHASES)
     with progress.stopping():
+        failed: list[Exception] = []
         try:
             audits = run(selected)
-        except Exception:
+        except Exception as exc:
             if len(selected) < 2:
                 raise
-            progress.end("read", "the shared read failed: each check reads on its own")
-            yield from _each_alone(selected, run)
-            return
-        progress.done("read", f"{len(window.keys)} day(s) of the published tables read for {len(selected)} "
-                              f"check(s), {sum(1 for a in audits if not a.passed)} failing")
+            progress.part("read", 0.0, f"the shared read failed ({type(exc).__name__}): each check reads on its own")
+            audits, failed = _each_alone(selected, run)
+        progress.done("read", _read_line(window, selected, audits))
         for audit in audits:
             yield check_result(audit)
+        if failed:
+            progress.end("events", f"{len(audits)} check result(s) written; the other check's read "
+                                   + stopped_by(failed[0]))
+            raise failed[0]
         progress.done("events", f"{len(audits)} check result(s) written")
 
 
-def _each_alone(selected: Checks, run: Callable[[Checks], list[Audit]]) -> Iterator[dg.AssetCheckResult]:
-    """After the shared read failed: each check read on its own, so the one that can still read reports; then the
-    first error fails the step."""
+def _evaluated(audit: Audit) -> bool:
+    return audit.figures.get("evaluated", True) is not False
+
+
+def _read_line(window: Window, selected: Checks, audits: list[Audit]) -> str:
+    """The read phase's line: the published days the checks read (a day with no published line is not read), or
+    that the warehouse could not be read; how many failed."""
+    evaluated = [a for a in audits if _evaluated(a)]
+    if not evaluated:
+        return (f"not read: the warehouse was held by another process; {len(audits)} check(s) not evaluated, "
+                "they run again with the next run")
+    days = max(len(a.figures.get("duplicate_line_ids", {})) or int(a.figures.get("partitions", 0)) for a in evaluated)
+    return (f"{days} published day(s) of {len(window.keys)} read for {len(selected)} check(s), "
+            f"{sum(1 for a in evaluated if not a.passed)} failing"
+            + (f", {len(audits) - len(evaluated)} not evaluated" if len(evaluated) < len(audits) else ""))
+
+
+def _each_alone(selected: Checks, run: Callable[[Checks], list[Audit]]) -> tuple[list[Audit], list[Exception]]:
+    """After the shared read failed: each check read on its own, so the one that can still read reports; the
+    errors of those that cannot, for the step to fail with once the others have reported."""
+    audits: list[Audit] = []
     failed: list[Exception] = []
     for name, asset in selected.items():
         try:
-            audits = run({name: asset})
+            audits += run({name: asset})
         except Exception as exc:  # noqa: BLE001 - re-raised once the other check has reported
             failed.append(exc)
-            continue
-        for audit in audits:
-            yield check_result(audit)
-    if failed:
-        raise failed[0]
+    return audits, failed
 
 
 def published_free_of_suppressed(wh: Warehouse) -> Audit:

@@ -13,6 +13,8 @@ from typing import Callable, Iterator, Protocol, TypeVar
 
 import duckdb
 
+from atlasmart_assets import waiting
+
 T = TypeVar("T")
 IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]*$")
 
@@ -64,11 +66,13 @@ def waiting_on_lock(action: Callable[[], T], timeout_s: float, path: Path | None
     delay = 0.05
     marker = waiters_dir(path) / f"{os.getpid()}-{threading.get_ident()}" if path is not None else None
     announced = False
+    refused_at: float | None = None  # the first refusal: from then on the caller waits, not works
     try:
         while True:
             try:
                 return action()
             except duckdb.Error as exc:
+                refused_at = time.monotonic() if refused_at is None else refused_at
                 if not is_lock_conflict(exc) or time.monotonic() - started > timeout_s:
                     raise
                 if marker is not None:
@@ -80,6 +84,8 @@ def waiting_on_lock(action: Callable[[], T], timeout_s: float, path: Path | None
                 time.sleep(delay)
                 delay = min(delay * 1.5, POLL_MAX_S)
     finally:
+        if refused_at is not None:
+            waiting.count(time.monotonic() - refused_at)
         if announced:
             with contextlib.suppress(OSError):
                 marker.unlink(missing_ok=True)
@@ -106,9 +112,11 @@ def announced_waiters(path: Path) -> list[Path]:
 def hand_over(path: Path) -> None:
     """Between two holds of the same writer: every process that announced it waits on `path` takes its turn first
     (up to HANDOVER_MAX_S); with nobody waiting, the writer goes on at once."""
-    deadline = time.monotonic() + HANDOVER_MAX_S
+    started = time.monotonic()
+    deadline = started + HANDOVER_MAX_S
     while announced_waiters(path) and time.monotonic() < deadline:
         time.sleep(0.02)
+    waiting.count(time.monotonic() - started)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,222 @@
+"""A long step's progress lines under what an operator meets: a termination while Dagster writes the step's events,
+waits for the warehouse, hostile names and configs, the published checks' fallback and lock-out, refusals."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import pytest
+
+from atlasmart_assets import candidates, correction, progress as progress_mod, reference, waiting
+from atlasmart_assets.checks import published as published_mod
+from atlasmart_assets.definitions import defs
+from atlasmart_assets.lab import run_chain
+from atlasmart_assets.progress import DETAIL_MAX_BYTES, Progress
+from atlasmart_assets.resources import Warehouse
+from atlasmart_assets.scope import RunInfo, RunScope
+from atlasmart_assets.warehouse.connection import waiters_dir
+from atlasmart_assets.window import Window
+
+HISTORY = ("2026-09-01", "2026-09-19")
+DAY = "2026-09-20"
+
+
+def _lines(instance: dg.DagsterInstance, run_id: str, what: str = "") -> list[str]:
+    return [e.user_message for e in instance.all_logs(run_id)
+            if not e.dagster_event and e.user_message.startswith(what) and " so far, " in e.user_message]
+
+
+def _step_failures(instance: dg.DagsterInstance, run_id: str) -> list[str]:
+    return [e.dagster_event.step_key for e in instance.all_logs(run_id)
+            if e.dagster_event and e.dagster_event.event_type_value == "STEP_FAILURE"]
+
+
+@pytest.mark.parametrize("step, what", [("correction", "correction"), ("raw__order_lines", "raw")])
+def test_a_run_terminated_while_dagster_writes_a_steps_events_says_it_was_writing_them(
+        env, instance, monkeypatch, step: str, what: str) -> None:
+    """Dagster raises a termination (SIGINT in the step's process) outside the step's code while it writes the
+    step's events: the step's last line says it was writing them, never `done`."""
+    fired: list[str] = []
+    original = type(instance).handle_new_event
+
+    def handle(self, event, *args, **kwargs):  # type: ignore[no-untyped-def]
+        out = original(self, event, *args, **kwargs)
+        de = event.dagster_event
+        if not fired and de is not None and de.step_key == step and de.event_type_value == "ASSET_MATERIALIZATION":
+            fired.append(step)
+            signal.raise_signal(signal.SIGINT)
+        return out
+
+    monkeypatch.setattr(type(instance), "handle_new_event", handle)
+    result = run_chain(instance, *HISTORY, {"dagster/backfill": f"bf-term-{what}"})
+    assert fired and not result.success
+    assert _step_failures(instance, result.run_id) == [step]
+    last = _lines(instance, result.run_id, what)[-1]
+    assert "events: writing " in last and not last.endswith("done"), last
+
+
+def _hold_until_waited_on(warehouse: Path, extra_s: float) -> subprocess.Popen:
+    """Another process holds the warehouse until a waiter announces itself, then `extra_s` more."""
+    code = ("import sys, time, duckdb, pathlib\n"
+            "con = duckdb.connect(sys.argv[1]); pathlib.Path(sys.argv[2]).touch()\n"
+            "w = pathlib.Path(sys.argv[3])\n"
+            "while not (w.is_dir() and any(w.iterdir())): time.sleep(0.02)\n"
+            "time.sleep(float(sys.argv[4])); con.close()\n")
+    held = warehouse.with_name("held.flag")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(warehouse), str(held), str(waiters_dir(warehouse)),
+                             str(extra_s)])
+    while not held.exists():
+        assert proc.poll() is None, "the holder died"
+        time.sleep(0.02)
+    return proc
+
+
+def test_a_wait_for_the_warehouse_is_said_apart_and_not_extrapolated(env, instance, monkeypatch) -> None:
+    """Today's load whose correction waits for the lock: its first line says how long of it was waiting, and the
+    estimate leaves the wait out (before: a 6 s wait read "about 69 s to go" for 1.3 s of work)."""
+    assert run_chain(instance, "2026-09-19").success
+    original = reference.load
+    holders: list[subprocess.Popen] = []
+
+    def load(wh):  # type: ignore[no-untyped-def]
+        if not holders:
+            holders.append(_hold_until_waited_on(wh.settings.warehouse_path, 1.5))
+        return original(wh)
+
+    monkeypatch.setattr(reference, "load", load)
+    result = run_chain(instance, DAY)
+    holders[0].wait(timeout=60)
+    assert result.success
+    read = _lines(instance, result.run_id, "correction")[0]
+    waited = float(read.split("of which ")[1].split(" s waiting")[0])
+    assert waited >= 1.5, read
+
+
+def test_waiting_is_left_out_of_the_estimate(monkeypatch) -> None:
+    clock = iter([0.0, 6.3])
+    monkeypatch.setattr(progress_mod.time, "monotonic", lambda: next(clock))
+    lines: list[str] = []
+    p = Progress(lines.append, "job", (("read", 0.1), ("rest", 1.0)))
+    waiting.count(6.0)
+    p.done("read", "x")  # 0.3 s of work for a tenth of 1.1: about 3 s to go, not 69
+    assert lines[0].endswith("6.3 s so far, of which 6.0 s waiting, about 3 s to go"), lines[0]
+
+
+def test_a_line_is_one_line_and_bounded_whatever_it_names() -> None:
+    lines: list[str] = []
+    forged = "x\nraw 2026-09-20 [3/3] append: 1 new batch(es) appended; 0.1 s so far, done\n" + "日" * 20000
+    p = Progress(lines.append, "raw 2026-09-20\u2028", (("parse", 1.0), ("append", 1.0)))
+    p.end("parse", f"refused by raw_order_lines_file_readable: {forged}")
+    [line] = lines
+    assert "\n" not in line and "\u2028" not in line and "\\n" in line, line[:200]
+    assert len(json.dumps(line)) < DETAIL_MAX_BYTES + 400, len(json.dumps(line))
+    assert line.endswith("so far, ended")
+
+
+def test_nothing_done_yet_is_no_estimate_rather_than_done() -> None:
+    lines: list[str] = []
+    p = Progress(lines.append, "job", (("a", 1.0), ("b", 1.0)))
+    p.part("a", 0.0, "the shared read failed: each reads on its own")
+    p.part("a", float("nan"), "odd")
+    assert all(line.endswith("no estimate yet") for line in lines), lines
+
+
+def _rollback(instance: dg.DagsterInstance, config: dict) -> dg.ExecuteInProcessResult:
+    return defs.resolve_job_def("rollback_job").execute_in_process(
+        instance=instance, raise_on_error=False, run_config={"ops": {"rollback_range": {"config": config}}})
+
+
+def test_a_rollbacks_lines_name_its_window_as_validated_never_its_config_as_typed(env, instance) -> None:
+    assert run_chain(instance, "2026-09-05", "2026-09-06").success
+    assert run_chain(instance, "2026-09-05", "2026-09-06", {"dagster/backfill": "bf-2",
+                                                            "atlasmart/rederive": "again"}).success
+    result = _rollback(instance, {"start": "20260905", "end": "20260906", "reason": "basic format"})
+    lines = _lines(instance, result.run_id, "rollback")
+    assert lines and all(line.startswith("rollback 2026-09-05..2026-09-06 [") for line in lines), lines
+    forged = "2026-09-19\nrollback 2026-09-19 [4/4] events: forged; 0.1 s so far, done\n" + "日" * 20000
+    result = _rollback(instance, {"start": forged, "reason": "typo"})
+    assert not result.success
+    lines = _lines(instance, result.run_id, "rollback")
+    assert lines, "the refusal is logged"
+    for line in lines:  # the error may quote what was typed: escaped, on one line, cut
+        assert line.startswith("rollback (of a window that is not valid) [1/4] targets: stopped by ValueError"), line
+        assert "\n" not in line and len(json.dumps(line)) < 2000, line[:300]
+
+
+def test_a_correction_refused_by_its_audits_estimates_no_work_it_will_not_do(env, published) -> None:
+    """The audit line of a refused correction says it was refused and ends there: no estimate of a publish that
+    will not happen before it (before: `about 1 s to go`, then the refusal)."""
+    published(("2026-09-18", "2026-09-20"))
+    logged: list[str] = []
+    scope = RunScope(Window.of("2026-09-18", "2026-09-20"), RunInfo("refused-run", "bf-refused"), "backfill",
+                     "2026-09-21", None)
+    outcome = correction.correct(Warehouse(), scope, lambda _r: True, log=logged.append, adjust_staged=lambda con: con.execute(
+        "delete from candidate.staged_order_lines where partition_date = '2026-09-19'"))
+    assert outcome.refused and outcome.publication is None
+    audit_lines = [line for line in logged if "] audit:" in line]
+    assert len(audit_lines) == 1 and "refused by" in audit_lines[0] and audit_lines[0].endswith("ended"), logged
+
+
+def test_the_published_checks_fallback_goes_on_and_ends_done(env, instance, monkeypatch) -> None:
+    """The shared read fails (not on the lock), each check alone reads: the step says so, goes on, and its last line
+    is `done` (before: `ended`, then two results written with nothing said)."""
+    assert run_chain(instance, DAY).success
+    original = published_mod.published_checks
+
+    def flaky(wh, window, give_way=None, checks=tuple(published_mod.CHECKED)):  # type: ignore[no-untyped-def]
+        if len(checks) == 2:
+            raise duckdb.IOException("IO Error: transient")
+        return original(wh, window, give_way, checks)
+
+    monkeypatch.setattr(published_mod, "published_checks", flaky)
+    result = run_chain(instance, DAY)
+    assert result.success
+    lines = _lines(instance, result.run_id, "published checks")
+    assert "the shared read failed (IOException): each check reads on its own" in lines[0], lines
+    assert "1 published day(s) of 1 read for 2 check(s), 0 failing" in lines[1], lines
+    assert lines[-1].endswith("done") and "2 check result(s) written" in lines[-1], lines
+
+
+def test_the_published_checks_one_of_which_cannot_read_name_the_error(env, instance, monkeypatch) -> None:
+    assert run_chain(instance, DAY).success
+    controls = candidates.controls
+
+    def broken_mart(con, relation, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if relation == "mart.revenue_daily":
+            raise duckdb.CatalogException("Catalog Error: Table with name revenue_daily does not exist!")
+        return controls(con, relation, *args, **kwargs)
+
+    monkeypatch.setattr(candidates, "controls", broken_mart)
+    result = run_chain(instance, DAY)
+    assert not result.success
+    last = _lines(instance, result.run_id, "published checks")[-1]
+    assert "stopped by CatalogException" in last and "revenue_daily does not exist" in last, last
+    assert last.endswith("ended"), last
+
+
+def test_the_published_checks_locked_out_say_they_read_nothing(env, instance, monkeypatch, tmp_path) -> None:
+    assert run_chain(instance, DAY).success
+    code = ("import sys, time, duckdb, pathlib\n"
+            "con = duckdb.connect(sys.argv[1]); pathlib.Path(sys.argv[2]).touch(); time.sleep(120)\n")
+    held = tmp_path / "held"
+    holder = subprocess.Popen([sys.executable, "-c", code, str(env.data_dir / "warehouse.duckdb"), str(held)])
+    try:
+        while not held.exists():
+            assert holder.poll() is None
+            time.sleep(0.02)
+        monkeypatch.setenv("ATLASMART_LOCK_TIMEOUT_S", "1")
+        keys = {dg.AssetCheckKey(dg.AssetKey(list(published_mod.CHECKED[c])), c) for c in published_mod.CHECKED}
+        job = defs.resolve_job_def("atlasmart_daily").get_subset(asset_selection=set(), asset_check_selection=keys)
+        result = job.execute_in_process(partition_key=DAY, instance=instance, raise_on_error=False)
+    finally:
+        holder.kill()
+        holder.wait()
+    lines = _lines(instance, result.run_id, "published checks")
+    assert "read: not read: the warehouse was held by another process; 2 check(s) not evaluated" in lines[0], lines
