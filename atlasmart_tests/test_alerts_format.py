@@ -275,3 +275,10 @@ def test_a_scattered_window_keeps_every_head_within_slacks_limits() -> None:
         for block in (b for m in messages for b in m.blocks):
             assert len(json.dumps(block)) < 3000
     assert "dimension drift" in fmt.backfill_started(b, LINKS, "v")[0].text
+
+
+def test_a_large_amount_is_shown_as_it_reads_not_with_its_binary_error() -> None:
+    from atlasmart_assets.alerts.format import delta, num
+    assert num(611182914115.32) == "611182914115.32"
+    assert num(6194902.91) == "6194902.91" and num(0.1 + 0.2) == "0.3" and num(2.5) == "2.5" and num(700.0) == "700"
+    assert delta(611182914114.0, 611182914115.32) == "611182914114 → 611182914115.32 (+1.32)"

@@ -344,3 +344,12 @@ def test_a_published_check_that_cannot_read_reports_it_and_fails_nothing(env, in
     for verdict in verdicts:
         assert not verdict.passed and verdict.severity == audits.WARN and not verdict.blocks
         assert "not evaluated" in verdict.description and "stands" in verdict.description
+
+
+def test_a_doubled_day_is_not_told_to_accept_a_shrink() -> None:
+    """The tag atlasmart/accept_shrink accepts a shrink, never a doubling: the refusal names it only for a shrink."""
+    from atlasmart_assets.audits import row_delta_within_bounds
+    doubled = row_delta_within_bounds("c", ("fact", "x"), {"2026-09-05": 12}, {"2026-09-05": 5}, 0.5)
+    shrank = row_delta_within_bounds("c", ("fact", "x"), {"2026-09-05": 1}, {"2026-09-05": 5}, 0.5)
+    assert not doubled.passed and "accept_shrink" not in doubled.description, doubled.description
+    assert not shrank.passed and "atlasmart/accept_shrink" in shrank.description, shrank.description

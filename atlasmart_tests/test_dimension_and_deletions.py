@@ -97,6 +97,9 @@ def test_a_dimension_batch_makes_stale_exactly_the_days_whose_tier_changes(env, 
                 "valid_to": "2026-09-10"},
                {"customer_id": "C00002", "country": "DE", "tier": "silver", "valid_from": "2026-09-12",
                 "valid_to": None}]),
+    # 'unknown' is what a line whose customer does not resolve shows, and what the staged controls count as one.
+    ("reserved", [{"customer_id": "C00002", "country": "DE", "tier": "unknown", "valid_from": "2026-01-01",
+                   "valid_to": None}]),
 ])
 def test_overlapping_or_gapped_versions_are_refused_naming_batch_and_customer(env, instance, published, problem,
                                                                              versions) -> None:
@@ -194,3 +197,23 @@ def test_a_changed_dimension_batch_or_a_withdrawn_request_is_refused(env, instan
     assert "DR-0003.json" in texts[0] and "has vanished" in texts[0], texts[0]
     assert "customers.json" in texts[1] and "changed since run" in texts[1], texts[1]
     assert state.snapshot(env) == before
+
+
+def test_a_day_whose_request_is_applied_is_re_published_without_reading_as_doubled(env, instance) -> None:
+    """A request takes 7 of a day's 12 lines; the backfill after it publishes 5. A later re-publish of the window
+    (the day is built again: it has a request applied) compares 5 lines with 5, not 5 + 7 suppressed = 12 with 5,
+    which read as doubled and refused the day for ever (the tag accepts a shrink, never a doubling)."""
+    window, day = ("2026-09-01", "2026-09-10"), "2026-09-05"
+    assert run_chain(instance, *window, {"dagster/backfill": "bf-1"}).success
+    lines = json.loads((env.raw_dir / f"partition={day}.json").read_text())["lines"]
+    deletion_request(env.raw_dir, "DR-many", line_ids=[x["line_id"] for x in lines[:7]])
+    first = run_chain(instance, *window, {"dagster/backfill": "bf-2"})
+    assert first.success, state.failure_text(first)
+    again = run_chain(instance, *window, {"dagster/backfill": "bf-3"})
+    assert again.success, state.failure_text(again)
+    [delta] = [e for e in again.get_asset_check_evaluations() if e.check_name == "fct_order_lines_row_delta_within_bounds"]
+    figures = delta.metadata["figures"].value["per_partition"][day]
+    assert figures == {"before": len(lines) - 7, "after": len(lines) - 7, "delta": 0}, figures
+    # The first re-publish after the request counts its 7 lines back: a recorded decision, not a shrink.
+    [applied] = [e for e in first.get_asset_check_evaluations() if e.check_name == "fct_order_lines_row_delta_within_bounds"]
+    assert applied.metadata["figures"].value["per_partition"][day]["after"] == len(lines)

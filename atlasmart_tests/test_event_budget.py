@@ -49,7 +49,8 @@ def test_a_year_of_mismatched_controls_is_one_small_check_event_naming_its_faili
     assert figures["partitions"] == 365, "the totals beside the days are never cut"
     assert result.metadata["figures"].value is not audit.figures and len(audit.figures["mismatches"]) == 362
     readable = result.metadata["figures_readable"].value
-    assert f"{OMITTED}:" in readable and sorted(kept)[0] in readable
+    # Markdown-escaped for the UI (entries\_omitted renders as entries_omitted).
+    assert OMITTED.replace("_", "\\_") + ":" in readable and sorted(kept)[0] in readable
     assert failing_partitions(figures) == sorted(kept)
 
 
@@ -131,3 +132,15 @@ def test_a_hostile_non_ascii_line_id_refuses_the_run_in_events_under_64_kib(env,
     assert "注注注" in refused[0].dagster_event.event_specific_data.description, "the line is named, cut"
     sizes = sorted(len(dg.serialize_value(e)) for e in events)
     assert sizes[-1] < EVENT_MAX_BYTES, sizes[-5:]
+
+
+def test_a_check_views_figures_show_markdown_from_raw_values_as_text() -> None:
+    """A raw line id holding markdown (an image of a remote host, a link) is shown as text in the check's view in
+    the UI, not rendered: the readable figures escape markdown as the batch list does."""
+    from atlasmart_assets.assets.common import check_result
+    hostile = "![pixel](https://evil.example/p.png) [click](https://evil.example/x) **bold** | cell"
+    audit = audits.Audit("raw_order_lines_values_valid", ("raw", "order_lines"), False, "ERROR", "invalid values",
+                  {"2026-09-05": f"1 lines hold invalid values, e.g. {hostile}"})
+    readable = check_result(audit).metadata["figures_readable"].value
+    assert "![pixel](" not in readable and "[click](" not in readable and "**bold**" not in readable, readable
+    assert "\\!\\[pixel\\]" in readable and "\\| cell" in readable, readable

@@ -12,8 +12,9 @@ import datetime as dt
 import json
 import re
 import urllib.parse
+from decimal import Decimal
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from atlasmart_assets.extracts import CONTROL_NAMES
 
@@ -234,7 +235,12 @@ def num(x: float | int | None) -> str:
     if x is None:
         return "—"
     value = round(float(x), 4)
-    return str(int(value)) if value.is_integer() else f"{value:.4f}".rstrip("0").rstrip(".")
+    if value.is_integer():
+        return str(int(value))
+    # The shortest text that reads back as the value: a fixed four decimals showed a large amount's binary error
+    # (611182914115.32 as 611182914115.3199).
+    text = repr(value)
+    return text if "e" not in text else f"{value:.4f}".rstrip("0").rstrip(".")
 
 
 def signed(d: float | int) -> str:
@@ -247,7 +253,9 @@ def delta(before: float | int | None, after: float | int) -> str:
     """'690 → 700 (+10)'; a first value is 'new 700'."""
     if before is None:
         return f"new {num(after)}"
-    return f"{num(before)} → {num(after)} ({signed(float(after) - float(before))})"
+    # In decimal, from each value as it reads: two large amounts' float difference carries their binary error.
+    change = Decimal(repr(float(after))) - Decimal(repr(float(before)))
+    return f"{num(before)} → {num(after)} ({signed(float(change))})"
 
 
 def control_deltas(before: Sequence[float] | None, after: Sequence[float],
@@ -290,34 +298,36 @@ def _compact(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(", ", ": "), default=str)
 
 
-def figure_lines(figures: Any) -> list[str]:
-    """Figures as one escaped line per day or per key, readable without JSON (controls named, with deltas)."""
+def figure_lines(figures: Any, line: Callable[[object], str] = one_line) -> list[str]:
+    """Figures as one escaped line per day or per key, readable without JSON (controls named, with deltas). `line`
+    escapes each for where it is shown: Slack's mrkdwn (`one_line`), or the UI's markdown (`md`), where a line id
+    holding `![x](url)` would otherwise show a remote image in the check's view."""
     if figures is None:
         return []
     if not isinstance(figures, Mapping):
-        return [one_line(_compact(figures))]
+        return [line(_compact(figures))]
     lines: list[str] = []
     for key, value in sorted(figures.items(), key=lambda kv: str(kv[0])):
         if key == "mismatches" and isinstance(value, Mapping):
             for day, m in sorted(value.items()):
-                lines.append(one_line(f"{day}: {_mismatch(m)}"))
+                lines.append(line(f"{day}: {_mismatch(m)}"))
         elif key == "per_partition" and isinstance(value, Mapping):
             moved = {d: v for d, v in value.items() if isinstance(v, Mapping) and v.get("delta")}
             for day, v in sorted(moved.items()):
-                lines.append(one_line(f"{day}: rows {delta(v.get('before'), v.get('after'))}"))
+                lines.append(line(f"{day}: rows {delta(v.get('before'), v.get('after'))}"))
             first = sorted(d for d, v in value.items() if isinstance(v, Mapping) and v.get("before") is None)
             same = len(value) - len(moved) - len(first)
             if first:
-                lines.append(one_line(f"first publication: {short_window(first)}"))
+                lines.append(line(f"first publication: {short_window(first)}"))
             if same:
                 lines.append(f"rows unchanged on {same} other day(s)")
         elif key == "duplicate_line_ids" and isinstance(value, Mapping):
             bad = {d: n for d, n in value.items() if n}
-            lines += [one_line(f"{d}: {n} duplicate line_id(s)") for d, n in sorted(bad.items())]
+            lines += [line(f"{d}: {n} duplicate line_id(s)") for d, n in sorted(bad.items())]
             if len(value) > len(bad):
                 lines.append(f"no duplicates on {len(value) - len(bad)} other day(s)")
         else:
-            lines.append(one_line(f"{key}: {_compact(value)}"))
+            lines.append(line(f"{key}: {_compact(value)}"))
     return lines
 
 

@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 import dagster as dg
 
 from atlasmart_assets import capacity
-from atlasmart_assets.alerts.format import figure_lines, num, signed
+from atlasmart_assets.alerts.format import figure_lines, md, num, signed
 from atlasmart_assets.audits import Audit
 from atlasmart_assets.contract import CODE_VERSION, CONTROL_NAMES
 from atlasmart_assets.event_budget import READABLE_MAX_BYTES, bounded_figures, cut_text
@@ -57,7 +57,7 @@ def check_result(audit: Audit) -> dg.AssetCheckResult:
 def _figures_md(figures: object) -> dg.MarkdownMetadataValue:
     """The figures one line per day or key (controls named, with deltas), for a person; `figures` stays the JSON
     the alerts read."""
-    lines = figure_lines(figures)
+    lines = figure_lines(figures, md)
     return dg.MetadataValue.md(cut_text("\n".join(f"- {line}" for line in lines), READABLE_MAX_BYTES) if lines
                                else "(no figures)")
 
