@@ -139,11 +139,18 @@ def object_size(paths: Iterable[Path]) -> int:
     return buffer_for(max((p.stat().st_size for p in paths), default=0))
 
 
+def glob_literal(path: Path) -> str:
+    """`path` as DuckDB's file readers take it literally: they expand `*`, `?` and `[...]` in every path they are
+    given, so a raw dir named `raw*` also read a sibling `raw-backup` (each line loaded twice), and one named
+    `atlas[prod]` read `atlasp`. Each such character is written as a class of itself; `filename` is the real path."""
+    return re.sub(r"([*?\[])", r"[\1]", str(path))
+
+
 def read_params(paths: Iterable[Path], max_object_size: int | None = None) -> dict[str, Any]:
     """The parameters of raw_lines.sql and raw_manifests.sql for reading `paths` (`max_object_size`, when the caller
     has it from `sized`, spares a second look at each file)."""
     paths = list(paths)
-    return {"files": [str(p) for p in paths],
+    return {"files": [glob_literal(p) for p in paths],
             "max_object_size": object_size(paths) if max_object_size is None else max_object_size}
 
 
@@ -282,7 +289,8 @@ class ParseMemoryError(RuntimeError):
 def _out_of_memory(files: int, largest: int, window: Window, error: Exception) -> ParseMemoryError:
     return ParseMemoryError(f"raw {window}: DuckDB ran out of memory parsing {files} raw file(s) of up to "
                             f"{largest:,} bytes (ATLASMART_DUCKDB_MEMORY_LIMIT; one thread needs about "
-                            f"{PARSE_MEMORY_PER_BYTE} times the largest file): raise the limit, or deliver the days "
+                            f"{PARSE_MEMORY_PER_BYTE} times the largest file, and twice its read buffer: "
+                            f"{thread_memory(largest):,} bytes): raise the limit, or deliver the days "
                             f"as smaller batches; nothing was loaded. DuckDB: {cut_text(str(error), 300)}")
 
 
@@ -299,12 +307,19 @@ def memory_limit_bytes(con: duckdb.DuckDBPyConnection) -> int:
     return memory_bytes(str(con.execute("select current_setting('memory_limit')").fetchone()[0]))
 
 
+def thread_memory(largest: int) -> int:
+    """What one thread of the parse takes for a file of `largest` bytes: the document's values
+    (PARSE_MEMORY_PER_BYTE times the file) and the JSON reader's two buffers of maximum_object_size each, which it
+    allocates whatever the file's size (a window of 3 KB files on 8 threads ran out of 100 MB)."""
+    return PARSE_MEMORY_PER_BYTE * largest + 2 * buffer_for(largest)
+
+
 @contextlib.contextmanager
 def _threads_for(con: duckdb.DuckDBPyConnection, largest: int) -> Iterator[None]:
     """As many of the connection's threads as the memory limit holds the parse of a file of `largest` bytes on
     (PARSE_MEMORY_PER_BYTE), one at the least; the connection's own afterwards."""
     threads = int(con.execute("select current_setting('threads')").fetchone()[0])
-    fits = max(1, memory_limit_bytes(con) // max(1, PARSE_MEMORY_PER_BYTE * largest))
+    fits = max(1, memory_limit_bytes(con) // thread_memory(largest))
     if fits >= threads:
         yield
         return
@@ -316,34 +331,43 @@ def _threads_for(con: duckdb.DuckDBPyConnection, largest: int) -> Iterator[None]
             con.execute(f"set threads = {threads}")
 
 
+def _strict_problem(path: Path, key: str) -> RawInputError | None:
+    """What a strict reader finds wrong with the file (its bytes, its JSON, its lines' types), or None."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return unreadable(path, key, exc)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return RawInputError(path, key, f"not valid UTF-8: byte 0x{data[exc.start]:02x} at offset {exc.start}")
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return RawInputError(path, key, f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}")
+    if not isinstance(doc, dict) or not isinstance(doc.get("lines"), list):
+        return RawInputError(path, key, "not a raw partition document (expected an object with 'manifest' and a 'lines' list)")
+    for i, line in enumerate(doc["lines"]):
+        if not isinstance(line, dict):
+            return RawInputError(path, key, f"line {i} is not an object")
+        bad = _mistyped(line)
+        if bad:
+            return RawInputError(path, key, f"line {i} ({_shown(line.get('line_id'))}): {bad}")
+    return None
+
+
 def _explain_parse_failure(con: duckdb.DuckDBPyConnection, paths: dict[Path, str],
                            error: Exception) -> RawInputError:
-    for path, key in paths.items():
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            return unreadable(path, key, exc)
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            return RawInputError(path, key, f"not valid UTF-8: byte 0x{data[exc.start]:02x} at offset {exc.start}")
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            return RawInputError(path, key, f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}")
-        if not isinstance(doc, dict) or not isinstance(doc.get("lines"), list):
-            return RawInputError(path, key, "not a raw partition document (expected an object with 'manifest' and a 'lines' list)")
-        for i, line in enumerate(doc["lines"]):
-            if not isinstance(line, dict):
-                return RawInputError(path, key, f"line {i} is not an object")
-            bad = _mistyped(line)
-            if bad:
-                return RawInputError(path, key, f"line {i} ({line.get('line_id')}): {bad}")
-    # DuckDB's message names the file it could not read; blame that one, not the window's first.
+    # DuckDB's message names the file it could not read: that one is looked at, and blamed, first (another file
+    # the strict reader dislikes but DuckDB read is not what failed the read).
     named = [(p, k) for p, k in paths.items() if str(p) in str(error)]
+    for path, key in named or paths.items():
+        problem = _strict_problem(path, key)
+        if problem is not None:
+            return problem
     if named:
         path, key = named[0]
-        return RawInputError(path, key, f"DuckDB could not read this raw file: {error}")
+        return RawInputError(path, key, f"DuckDB could not read this raw file: {cut_text(str(error), 1000)}")
     # A value DuckDB cannot take (a cast's message names no file): read the files one at a time to find it, which
     # costs a refused window what its read cost, never a clean one.
     for path, key in paths.items():
@@ -355,8 +379,11 @@ def _explain_parse_failure(con: duckdb.DuckDBPyConnection, paths: dict[Path, str
             with contextlib.suppress(duckdb.Error):  # a connection in a failed transaction: the answer still stands
                 con.execute("drop table if exists raw_probe")
     days = sorted(set(paths.values()))
-    return RawInputError(Path(", ".join(str(p) for p in paths)), str(Window.of(days[0], days[-1])),
-                         f"DuckDB could not read the window's raw files: {error}")
+    first = next(iter(paths))
+    # Not a file's fault (a full disk, say): the window's files named by the first and their count, not one by one.
+    return RawInputError(Path(f"{first} and {len(paths) - 1} other file(s)") if len(paths) > 1 else first,
+                         str(Window.of(days[0], days[-1])),
+                         f"DuckDB could not read the window's raw files: {cut_text(str(error), 1000)}")
 
 
 def _shown(value: Any) -> str:
@@ -398,6 +425,9 @@ def _manifest(path: Path, partition: str, text: str, first: bool) -> dict[str, A
     for name in ("records", "source_high_sequence"):
         if isinstance(manifest[name], bool) or not isinstance(manifest[name], int):
             raise RawInputError(path, partition, f"manifest {name} {_shown(manifest[name])} is not an integer")
+        if not -(1 << 63) <= manifest[name] < (1 << 63) or (name == "records" and manifest[name] < 0):
+            raise RawInputError(path, partition, f"manifest {name} {_shown(manifest[name])} is out of range (a "
+                                                 "64-bit integer" + (", not negative)" if name == "records" else ")"))
     batch = manifest["extraction_batch"]
     if not isinstance(batch, str) or not BATCH_NAME.fullmatch(batch):
         raise RawInputError(path, partition, f"manifest extraction_batch {_shown(batch)} is not a batch name (1-128 "
@@ -413,6 +443,16 @@ def _manifest(path: Path, partition: str, text: str, first: bool) -> dict[str, A
         raise RawInputError(path, partition, f"manifest extraction_batch {_shown(batch)} differs from the file name "
                                              f"{path.name!r}")
     return {**manifest, "kind": kind}
+
+
+def _identity(path: Path, partition: str) -> tuple[int, int, int, int]:
+    """The file as the system knows it: inode, size, modification and change times (a rewrite or a replacement
+    changes at least one of them)."""
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise unreadable(path, partition, exc) from exc
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
 def _loaded_file(partition: str, path: Path, sha256: str, seen: Mapping[str, Any]) -> RawFile:
@@ -433,6 +473,8 @@ def load_window(con: duckdb.DuckDBPyConnection, raw_dir: Path, window: Window,
     sha256 it was loaded with and every one of its lines is in the warehouse; its lines are the caller's to read
     back (candidate.reused_batches lists them)."""
     paths = _locate(raw_dir, window)
+    # What each file was when it was fingerprinted: the parse must read those bytes (checked after it).
+    identities = {path: _identity(path, key) for path, key in paths.items()}
     shas = fingerprints(paths, threads)
     reused = {path: _loaded_file(key, path, shas[path], seen) for path, key in paths.items()
               for seen in [(loaded or {}).get(str(path))]
@@ -453,6 +495,11 @@ def load_window(con: duckdb.DuckDBPyConnection, raw_dir: Path, window: Window,
             raise _out_of_memory(len(group), largest, window, exc) from exc
         except duckdb.Error as exc:
             raise _explain_parse_failure(con, {p: parse[p] for p in group}, exc) from exc
+    for path, key in parse.items():
+        if _identity(path, key) != identities[path]:
+            raise RawInputError(path, key, "the file changed while it was read (its size or modification time is not "
+                                           "what it was when its sha256 was taken): a landing batch is written "
+                                           "elsewhere and moved into raw/ whole; run again once it is complete")
     out = []
     for path, key in paths.items():
         if path in reused:
@@ -529,8 +576,10 @@ def measure(con: duckdb.DuckDBPyConnection) -> Measures:
     repeated = candidates.merge_evidence(con)
     # Two records of one key and sequence are two records of one key: with no key repeated, nothing to compare.
     conflicts = con.execute(sql.text("merge_conflicts")).fetchall() if repeated else []
-    merged = {r[0].isoformat(): r[1:] for r in con.execute(sql.text("day_controls")).fetchall()}
-    return Measures(by_file, conflicts, merged)
+    # Lines read under no manifest's day (a second document without one) have no day: the file's profile names
+    # them (raw_order_lines_match_manifest), and they merge into none.
+    merged = {r[0].isoformat(): r[1:] for r in con.execute(sql.text("day_controls")).fetchall() if r[0] is not None}
+    return Measures(by_file, [c for c in conflicts if c[0] is not None], merged)
 
 
 def profile(con: duckdb.DuckDBPyConnection, raw_files: list[RawFile],
@@ -553,7 +602,7 @@ def assess(raw_files: list[RawFile], found: Measures) -> tuple[dict[str, dict[st
         gaps = [f"{fig[f'missing_{f}']} lines lack {f}" for f in REQUIRED_FIELDS if fig.get(f"missing_{f}")]
         if gaps:
             findings.append(Finding("raw_order_lines_required_fields_present", rf.partition, rf.path,
-                                    f"schema_version {rf.manifest.get('schema_version')}: " + "; ".join(gaps)))
+                                    "; ".join(gaps) + f" (schema_version {_shown(rf.manifest.get('schema_version'))})"))
         if fig.get("invalid_values"):
             findings.append(Finding("raw_order_lines_values_valid", rf.partition, rf.path,
                                     f"{fig['invalid_values']} lines hold invalid values, e.g. {fig['first_invalid']}"))

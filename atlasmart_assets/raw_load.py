@@ -79,6 +79,17 @@ def _immutability(files: list[RawFile], first_seen: dict[tuple[str, str], dict[s
                 "removed; restore the file")
         for (day, batch), seen in sorted(first_seen.items()) if (day, batch) not in found
     ]
+    # A file is its first batch for ever: rewritten in place under another batch id (its old bytes moved to a
+    # later batch's name, say), it is refused by its path as by its batch.
+    by_file = {str(seen["file"]): seen for seen in first_seen.values()}
+    out += [
+        Finding(SHA_UNCHANGED, f.partition, f.path,
+                f"this file was loaded as batch {seen['batch_id']} (sha256 {seen['sha256'][:12]}…, run "
+                f"{seen['first_run_id']}) and now holds batch {f.batch_id} (sha256 {f.sha256[:12]}…): raw is never "
+                "rewritten in place; restore it and deliver the new extraction as a new batch")
+        for f in files for seen in [by_file.get(str(f.path))]
+        if seen and seen["batch_id"] != f.batch_id and seen["sha256"] != f.sha256
+    ]
     return out
 
 

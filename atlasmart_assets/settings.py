@@ -5,12 +5,15 @@ location loads: a typo is one clear error naming the variable, never a run faili
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import math
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
+
+import duckdb
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -81,9 +84,14 @@ def deadline_offset(text: str) -> dt.timedelta:
     return dt.timedelta(hours=int(match.group(1)), minutes=int(match.group(2)))
 
 
-_MEMORY = re.compile(r"^(\d+(?:\.\d+)?)\s*(B|bytes|K|M|G|T|KB|MB|GB|TB|KiB|MiB|GiB|TiB|%)$", re.IGNORECASE)
-_MEMORY_UNITS = {"b": 1, "bytes": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "kb": 10**3, "mb": 10**6,
-                 "gb": 10**9, "tb": 10**12, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
+_MEMORY = re.compile(r"^(\d+(?:\.\d+)?)\s*(B|bytes|K|M|G|T|P|E|KB|MB|GB|TB|PB|EB|KiB|MiB|GiB|TiB|PiB|EiB|%)$",
+                     re.IGNORECASE | re.ASCII)
+_MEMORY_UNITS = {"b": 1, "bytes": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "p": 10**15, "e": 10**18,
+                 "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "pb": 10**15, "eb": 10**18, "kib": 1 << 10,
+                 "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40, "pib": 1 << 50, "eib": 1 << 60}
+# The least memory limit a run works in: one thread of the raw parse takes the JSON reader's two buffers of 16 MiB
+# at the least, besides the values (raw_files.thread_memory); at 16MB no parse ran at all.
+MEMORY_MIN = "64MB"
 
 
 def _physical_memory() -> int:
@@ -103,16 +111,33 @@ def memory_bytes(text: str) -> int:
     return int(_physical_memory() * number / 100 if unit == "%" else number * _MEMORY_UNITS[unit])
 
 
+@functools.lru_cache(maxsize=16)
+def duckdb_memory_limit(value: str) -> str:
+    """`value` as DuckDB shows it once it has taken it as its memory limit ('953.6 MiB'); ValueError with DuckDB's
+    reason if it does not take it. DuckDB is the judge of its own forms (`1 gigabyte`, `.5GB`, `1e9B` and `150%` among
+    them: a pattern of ours both refused some it takes and took some it refuses, for every run to fail on)."""
+    try:
+        con = duckdb.connect(config={"memory_limit": value})
+    except duckdb.Error as exc:
+        raise ValueError(str(exc)) from exc
+    try:
+        return str(con.execute("select current_setting('memory_limit')").fetchone()[0])
+    finally:
+        con.close()
+
+
 def _memory(env: Mapping[str, str], name: str, default: str) -> str:
-    """A DuckDB memory limit, refused with its name and value unless it reads as a size of at least 16 MB: a typo
-    would otherwise surface as DuckDB's error at the first connection of some run, or a limit of a few bytes."""
+    """A DuckDB memory limit, refused with its name and value unless DuckDB takes it and it is at least MEMORY_MIN:
+    a typo would otherwise surface as DuckDB's error at the first connection of some run, or a limit of a few
+    bytes."""
     value = str(env.get(name, default)).strip()
     try:
-        size = memory_bytes(value)
+        size = memory_bytes(duckdb_memory_limit(value))
     except ValueError as exc:
-        raise ValueError(f"{name}={value!r} is not a memory size such as 1GB, 4G, 512MiB or 50%") from exc
-    if size < 16 * 10**6:
-        raise ValueError(f"{name}={value!r} is below 16MB")
+        raise ValueError(f"{name}={value!r} is not a memory limit DuckDB takes (such as 1GB, 4G, 512MiB or 50%): "
+                         f"{exc}") from exc
+    if size < memory_bytes(duckdb_memory_limit(MEMORY_MIN)):  # both as DuckDB shows them (it truncates)
+        raise ValueError(f"{name}={value!r} is below {MEMORY_MIN}")
     return value
 
 

@@ -16,9 +16,11 @@ BAD = [
     ("ATLASMART_FRESHNESS_DEADLINE", "48:00"), ("ATLASMART_START_DATE", "yesterday"), ("ATLASMART_CHUNK_DAYS", "0"),
     ("ATLASMART_BACKFILL_NICE", "20"), ("ATLASMART_BACKFILL_NICE", "-1"), ("ATLASMART_BACKFILL_GIVE_WAY_S", "-1"),
     ("ATLASMART_SCHEDULE_HOUR", "24"), ("ATLASMART_SCHEDULE_HOUR", "2.5"), ("ATLASMART_SCHEDULE_HOUR", "-1"),
-    ("ATLASMART_DUCKDB_MEMORY_LIMIT", "1G B"), ("ATLASMART_DUCKDB_MEMORY_LIMIT", "lots"),
-    ("ATLASMART_DUCKDB_MEMORY_LIMIT", "1GB'; drop table x"), ("ATLASMART_DUCKDB_MEMORY_LIMIT", "1000"),
-    ("ATLASMART_DUCKDB_MEMORY_LIMIT", "1MB"),
+    ("ATLASMART_DUCKDB_MEMORY_LIMIT", "lots"), ("ATLASMART_DUCKDB_MEMORY_LIMIT", "1GB'; drop table x"),
+    ("ATLASMART_DUCKDB_MEMORY_LIMIT", "1000"), ("ATLASMART_DUCKDB_MEMORY_LIMIT", "1MB"),
+    # DuckDB refuses these (every run failed on them at its first connection), or no parse could run in them.
+    ("ATLASMART_DUCKDB_MEMORY_LIMIT", "150%"), ("ATLASMART_DUCKDB_MEMORY_LIMIT", "1000%"),
+    ("ATLASMART_DUCKDB_MEMORY_LIMIT", "١GB"), ("ATLASMART_DUCKDB_MEMORY_LIMIT", "16MB"),
 ]
 
 
@@ -39,6 +41,9 @@ def test_the_defaults_and_good_values_load() -> None:
         assert settings.memory_bytes(settings.load({"ATLASMART_DUCKDB_MEMORY_LIMIT": limit}).duckdb_memory_limit) == size
     # Every form DuckDB takes is taken, and means to us what it means to DuckDB.
     import duckdb
+    for limit in ("1 gigabyte", "2gigabytes", ".5GB", "1e9B", "2000TB", "64MB"):  # DuckDB's forms, DuckDB's sizes
+        shown = settings.duckdb_memory_limit(settings.load({"ATLASMART_DUCKDB_MEMORY_LIMIT": limit}).duckdb_memory_limit)
+        assert settings.memory_bytes(shown) > 0, (limit, shown)
     for limit in ("4G", "1.5 gb", "512MiB", "50%", "-1"):
         con = duckdb.connect(config={"memory_limit": settings.load({"ATLASMART_DUCKDB_MEMORY_LIMIT": limit}).duckdb_memory_limit})
         shown = con.execute("select current_setting('memory_limit')").fetchone()[0]
