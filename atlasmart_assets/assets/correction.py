@@ -34,14 +34,14 @@ from atlasmart_assets.warehouse.ledger import Publication
 
 def _day_metadata(pub: Publication, day: str) -> dict[str, Any]:
     """What one partition's materialization carries: its own figures only, as a person reads them in the UI. What
-    the mart's event of the same day carries (publication, extract) is not repeated: a year's backfill writes 365."""
+    the mart's event of the same day carries (the extract and its sha256) is not repeated: a year's backfill writes
+    365."""
     after, before = pub.after[day], pub.before.get(day)
     changed = day in pub.changed
     return {
         "dagster/row_count": after.rows,
         "controls": controls_md(before.controls if before else None, after.controls,
                                 before.sha256 if before and changed else None),
-        "sha256": after.sha256,
         "changed": changed,
         "input_sha256": after.input_sha256 or "",
     }

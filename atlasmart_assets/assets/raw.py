@@ -42,9 +42,19 @@ def _shown_id(batch: str) -> str:
     return batch[:SHOWN_ID_CHARS - tail - 1] + "…" + batch[-tail:]
 
 
+# An extraction time may carry any number of fraction digits (64 characters at most): shown to the second and its
+# offset, whole in raw.batches, so that valid but long stamps do not grow a year's events past its budget.
+def _shown_time(stamp: str) -> str:
+    head, _, rest = str(stamp).partition(".")
+    if not rest:
+        return str(stamp)
+    offset = rest.lstrip("0123456789")
+    return head + offset
+
+
 def _batch_line(b: dict[str, Any]) -> str:
     return (f"- `{_shown_id(b['batch'])}` ({b['kind']}, high sequence {b['source_high_sequence']}"
-            + (f", extracted {md(b['extracted_at'])}" if b.get("extracted_at") else "")
+            + (f", extracted {md(_shown_time(b['extracted_at']))}" if b.get("extracted_at") else "")
             + f", sha256 `{b['sha256'][:12]}`)")
 
 
