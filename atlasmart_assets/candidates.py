@@ -108,18 +108,16 @@ def build_staged(con: duckdb.DuckDBPyConnection, customers: pd.DataFrame, deleti
 
 
 def suppressed(con: duckdb.DuckDBPyConnection, window: Window) -> dict[str, dict[str, Any]]:
-    """Per day: the controls the suppressed lines take out, the requests that suppressed them, and how many lines
-    each did."""
+    """Per day: the controls the suppressed lines take out, the requests that suppressed them, and each suppressed
+    line's requests."""
     out = {}
     for row in con.execute(sql.text("suppressed_controls"), window.params).fetchall():
         out[row[0].isoformat()] = {"controls": [number(x) for x in row[1:7]], "requests": list(row[7]),
-                                   "lines_by_request": {}}
-    # Each line is the first (by id) of the requests that name it: the row-delta audit counts the lines of the
-    # requests a day's current version had not applied yet.
-    for day, request, lines in con.execute(
-            "select partition_date, request_id, count(*) from candidate.suppressed_lines "
-            "where partition_date between $start and $end group by all", window.params).fetchall():
-        out[day.isoformat()]["lines_by_request"][request] = int(lines)
+                                   "line_requests": []}
+    # Every request that names each line: the row-delta audit counts back only the lines none of whose requests the
+    # day's current version had applied (a second request for lines already left out is no new suppression).
+    for day, requests in con.execute(sql.text("suppressed_line_requests"), window.params).fetchall():
+        out[day.isoformat()]["line_requests"].append(tuple(requests))
     return out
 
 

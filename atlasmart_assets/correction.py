@@ -128,12 +128,12 @@ def _reconciled(evidence: dict[str, candidates.Evidence],
 
 
 def _newly_suppressed(suppressed: dict[str, Any] | None, current: Current | None) -> int:
-    """The lines a deletion request suppresses that the day's current version still holds: those of the requests
-    it did not apply."""
+    """The lines deletion requests suppress that the day's current version still holds: those named by no request
+    it applied."""
     if not suppressed:
         return 0
     applied = set(current.requests_applied) if current is not None else set()
-    return sum(n for request, n in suppressed["lines_by_request"].items() if request not in applied)
+    return sum(1 for requests in suppressed["line_requests"] if not applied.intersection(requests))
 
 
 def audit(scope: RunScope, con: duckdb.DuckDBPyConnection, current: dict[str, Current],

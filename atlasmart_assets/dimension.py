@@ -17,9 +17,6 @@ from atlasmart_assets.contract import BATCH_NAME
 
 FIRST_BATCH = "customers"
 ATTRIBUTES = ("country", "tier")
-# What staged, fact and mart show for a line whose customer resolves to no version (staged_order_lines.sql), and
-# what the staged controls count as unresolved: no customer may carry it as a value of its own.
-UNRESOLVED = "unknown"
 
 
 class DimensionError(Exception):
@@ -68,9 +65,6 @@ def _validate(path: Path, versions: list[dict[str, Any]]) -> None:
         for name in ATTRIBUTES:
             if not isinstance(v.get(name), str) or not v[name]:
                 raise DimensionError(path, f"customer {v['customer_id']}: {name} is missing")
-            if v[name] == UNRESOLVED:
-                raise DimensionError(path, f"customer {v['customer_id']}: {name} {UNRESOLVED!r} is reserved for a line "
-                                           "whose customer does not resolve (it would be counted as one)")
         by_customer.setdefault(v["customer_id"], []).append(v)
     for customer, rows in by_customer.items():
         spans = sorted(((_date(r.get("valid_from"), path, customer, "valid_from"),

@@ -120,15 +120,13 @@ class Progress:
         and `ended`, not with an estimate of work that will not happen."""
         try:
             yield
-        except GeneratorExit as exc:
+        except GeneratorExit:
             # Dagster writes a step's events outside its code and raises a termination there, before it steps the
-            # generator again; the generator is then closed. Closed before its last phase, the step stopped.
+            # generator again; the generator is then closed (what is being handled then need not be why).
             if not self._ended and not self.complete:
-                cause = exc.__context__
                 with contextlib.suppress(Exception):
-                    self.end(self.current, stopped_by(cause) if cause is not None else
-                             "stopped: Dagster closed the step before this phase ended (the run was terminated, "
-                             "or the step failed outside its code)")
+                    self.end(self.current, "stopped: Dagster closed the step before this phase ended (the run was "
+                                           "terminated, or the step failed outside its code)")
             raise
         except BaseException as exc:
             if not self._ended:

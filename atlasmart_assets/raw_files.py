@@ -445,14 +445,14 @@ def _manifest(path: Path, partition: str, text: str, first: bool) -> dict[str, A
     return {**manifest, "kind": kind}
 
 
-def _identity(path: Path, partition: str) -> tuple[int, int, int, int]:
-    """The file as the system knows it: inode, size, modification and change times (a rewrite or a replacement
-    changes at least one of them)."""
+def _identity(path: Path, partition: str) -> tuple[int, int]:
+    """The file's size and modification time: a write changes at least one of them (within the file system's clock
+    tick), where its inode and change time also move with a hard link, a chmod or an extended attribute."""
     try:
         st = path.stat()
     except OSError as exc:
         raise unreadable(path, partition, exc) from exc
-    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+    return st.st_size, st.st_mtime_ns
 
 
 def _loaded_file(partition: str, path: Path, sha256: str, seen: Mapping[str, Any]) -> RawFile:
@@ -496,10 +496,12 @@ def load_window(con: duckdb.DuckDBPyConnection, raw_dir: Path, window: Window,
         except duckdb.Error as exc:
             raise _explain_parse_failure(con, {p: parse[p] for p in group}, exc) from exc
     for path, key in parse.items():
-        if _identity(path, key) != identities[path]:
-            raise RawInputError(path, key, "the file changed while it was read (its size or modification time is not "
-                                           "what it was when its sha256 was taken): a landing batch is written "
-                                           "elsewhere and moved into raw/ whole; run again once it is complete")
+        # A size or modification time that moved is looked at again: only other bytes refuse the file (a backup's
+        # hard link or a chmod change none of these, and a rewrite of the same bytes is the same evidence).
+        if _identity(path, key) != identities[path] and sha256_of(path) != shas[path]:
+            raise RawInputError(path, key, "the file changed while it was read (its bytes are not those whose sha256 "
+                                           "was taken): a landing batch is written elsewhere and moved into raw/ "
+                                           "whole; run again once it is complete")
     out = []
     for path, key in paths.items():
         if path in reused:

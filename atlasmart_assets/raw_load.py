@@ -81,14 +81,16 @@ def _immutability(files: list[RawFile], first_seen: dict[tuple[str, str], dict[s
     ]
     # A file is its first batch for ever: rewritten in place under another batch id (its old bytes moved to a
     # later batch's name, say), it is refused by its path as by its batch.
-    by_file = {str(seen["file"]): seen for seen in first_seen.values()}
+    by_file: dict[str, list[dict[str, Any]]] = {}
+    for seen in sorted(first_seen.values(), key=lambda r: str(r["batch_id"])):
+        by_file.setdefault(str(seen["file"]), []).append(seen)
     out += [
         Finding(SHA_UNCHANGED, f.partition, f.path,
-                f"this file was loaded as batch {seen['batch_id']} (sha256 {seen['sha256'][:12]}…, run "
-                f"{seen['first_run_id']}) and now holds batch {f.batch_id} (sha256 {f.sha256[:12]}…): raw is never "
+                f"this file was loaded as batch {rows[0]['batch_id']} (sha256 {rows[0]['sha256'][:12]}…, run "
+                f"{rows[0]['first_run_id']}) and now holds batch {f.batch_id} (sha256 {f.sha256[:12]}…): raw is never "
                 "rewritten in place; restore it and deliver the new extraction as a new batch")
-        for f in files for seen in [by_file.get(str(f.path))]
-        if seen and seen["batch_id"] != f.batch_id and seen["sha256"] != f.sha256
+        for f in files for rows in [by_file.get(str(f.path), [])]
+        if rows and all(r["batch_id"] != f.batch_id and r["sha256"] != f.sha256 for r in rows)
     ]
     return out
 

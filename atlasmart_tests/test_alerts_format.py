@@ -282,3 +282,6 @@ def test_a_large_amount_is_shown_as_it_reads_not_with_its_binary_error() -> None
     assert num(611182914115.32) == "611182914115.32"
     assert num(6194902.91) == "6194902.91" and num(0.1 + 0.2) == "0.3" and num(2.5) == "2.5" and num(700.0) == "700"
     assert delta(611182914114.0, 611182914115.32) == "611182914114 → 611182914115.32 (+1.32)"
+    from atlasmart_assets.assets.common import controls_md
+    table = controls_md([1, 1, 1, 686433675450.49, 0, 0], [1, 1, 1, 686433675453.56, 0, 0]).value
+    assert "| +3.07 |" in table and "3.0701" not in table, table

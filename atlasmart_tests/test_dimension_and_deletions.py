@@ -97,9 +97,6 @@ def test_a_dimension_batch_makes_stale_exactly_the_days_whose_tier_changes(env, 
                 "valid_to": "2026-09-10"},
                {"customer_id": "C00002", "country": "DE", "tier": "silver", "valid_from": "2026-09-12",
                 "valid_to": None}]),
-    # 'unknown' is what a line whose customer does not resolve shows, and what the staged controls count as one.
-    ("reserved", [{"customer_id": "C00002", "country": "DE", "tier": "unknown", "valid_from": "2026-01-01",
-                   "valid_to": None}]),
 ])
 def test_overlapping_or_gapped_versions_are_refused_naming_batch_and_customer(env, instance, published, problem,
                                                                              versions) -> None:
@@ -217,3 +214,18 @@ def test_a_day_whose_request_is_applied_is_re_published_without_reading_as_doubl
     # The first re-publish after the request counts its 7 lines back: a recorded decision, not a shrink.
     [applied] = [e for e in first.get_asset_check_evaluations() if e.check_name == "fct_order_lines_row_delta_within_bounds"]
     assert applied.metadata["figures"].value["per_partition"][day]["after"] == len(lines)
+
+
+def test_a_second_request_for_lines_already_left_out_is_no_new_suppression(env, instance) -> None:
+    """The subject files twice: a second request names the 7 lines the day's current version already left out,
+    and its id sorts before the applied one. Its lines are not counted back (5 + 7 read as doubled from 5)."""
+    window, day = ("2026-09-01", "2026-09-10"), "2026-09-05"
+    assert run_chain(instance, *window, {"dagster/backfill": "bf-1"}).success
+    lines = json.loads((env.raw_dir / f"partition={day}.json").read_text())["lines"]
+    deletion_request(env.raw_dir, "DR-many", line_ids=[x["line_id"] for x in lines[:7]])
+    assert run_chain(instance, *window, {"dagster/backfill": "bf-2"}).success
+    deletion_request(env.raw_dir, "DR-again", line_ids=[x["line_id"] for x in lines[:7]])
+    again = run_chain(instance, *window, {"dagster/backfill": "bf-3"})
+    assert again.success, state.failure_text(again)
+    [delta] = [e for e in again.get_asset_check_evaluations() if e.check_name == "fct_order_lines_row_delta_within_bounds"]
+    assert delta.metadata["figures"].value["per_partition"][day]["after"] == len(lines) - 7

@@ -102,6 +102,25 @@ def test_a_loaded_file_replaced_between_its_sha256_and_its_read_is_refused_not_r
     assert state.snapshot(env) == before
 
 
+def test_a_file_whose_bytes_did_not_change_is_not_refused_for_a_link_or_a_chmod(env, instance, monkeypatch) -> None:
+    """A backup hard-linking raw (`cp -al`) or a chmod while the run reads it change the file's inode links and
+    change time, never its bytes: the run goes on."""
+    import os
+    path = env.raw_dir / f"partition={DAY}.json"
+    real = raw_files.fingerprints
+
+    def fingerprints(paths, threads=None):  # type: ignore[no-untyped-def]
+        out = real(paths, threads)
+        if path in paths and not (env.raw_dir / "backup.json").exists():
+            os.link(path, env.raw_dir / "backup.json")
+            path.chmod(0o640)
+        return out
+
+    monkeypatch.setattr(raw_files, "fingerprints", fingerprints)
+    result = run_chain(instance, DAY)
+    assert result.success, state.failure_text(result)
+
+
 def test_a_failed_read_is_blamed_on_the_file_duckdb_names(tmp_path) -> None:
     """Day 18 starts with a UTF-8 byte-order mark, which DuckDB reads; day 19 holds an event_time DuckDB cannot
     cast, and its error names day 19's file. The strict reader's objection to day 18 was blamed instead."""

@@ -58,8 +58,11 @@ def test_a_run_terminated_while_dagster_writes_a_steps_events_says_it_was_writin
     result = run_chain(instance, *HISTORY, {"dagster/backfill": f"bf-term-{what}"})
     assert fired and not result.success
     assert _step_failures(instance, result.run_id) == [step]
+    # The line said before the events, or, when Python closes the step's code while the step can still log, the
+    # line saying it stopped there: never `done`.
     last = _lines(instance, result.run_id, what)[-1]
-    assert "events: writing " in last and not last.endswith("done"), last
+    assert ("events: writing " in last or "events: stopped: Dagster closed the step" in last) \
+        and not last.endswith("done"), last
 
 
 def _hold_until_waited_on(warehouse: Path, extra_s: float) -> subprocess.Popen:
@@ -199,6 +202,20 @@ def test_the_published_checks_one_of_which_cannot_read_name_the_error(env, insta
     last = _lines(instance, result.run_id, "published checks")[-1]
     assert "stopped by CatalogException" in last and "revenue_daily does not exist" in last, last
     assert last.endswith("ended"), last
+
+
+def test_the_published_checks_none_of_which_can_read_stop_in_their_read(env, instance, monkeypatch) -> None:
+    assert run_chain(instance, DAY).success
+
+    def broken(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise duckdb.CatalogException("Catalog Error: Table with name fct_order_lines does not exist!")
+
+    monkeypatch.setattr(published_mod, "published_checks", broken)
+    result = run_chain(instance, DAY)
+    assert not result.success
+    lines = _lines(instance, result.run_id, "published checks")
+    assert "[1/2] read: stopped by CatalogException" in lines[-1] and lines[-1].endswith("ended"), lines
+    assert not any("held by another process" in line for line in lines), lines
 
 
 def test_the_published_checks_locked_out_say_they_read_nothing(env, instance, monkeypatch, tmp_path) -> None:

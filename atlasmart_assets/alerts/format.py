@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import re
 import urllib.parse
 from decimal import Decimal
@@ -249,13 +250,20 @@ def signed(d: float | int) -> str:
     return ("+" if d > 0 else ("±" if d == 0 else "-")) + num(abs(d))
 
 
+def difference(after: float | int, before: float | int) -> float:
+    """after - before in decimal, from each value as it reads: two large amounts' float difference carries their
+    binary error (686433675453.56 - 686433675450.49 is 3.0701 in floats)."""
+    a, b = float(after), float(before)
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return a - b
+    return float(Decimal(repr(a)) - Decimal(repr(b)))
+
+
 def delta(before: float | int | None, after: float | int) -> str:
     """'690 → 700 (+10)'; a first value is 'new 700'."""
     if before is None:
         return f"new {num(after)}"
-    # In decimal, from each value as it reads: two large amounts' float difference carries their binary error.
-    change = Decimal(repr(float(after))) - Decimal(repr(float(before)))
-    return f"{num(before)} → {num(after)} ({signed(float(change))})"
+    return f"{num(before)} → {num(after)} ({signed(difference(after, before))})"
 
 
 def control_deltas(before: Sequence[float] | None, after: Sequence[float],

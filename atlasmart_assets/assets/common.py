@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 import dagster as dg
 
 from atlasmart_assets import capacity
-from atlasmart_assets.alerts.format import figure_lines, md, num, signed
+from atlasmart_assets.alerts.format import difference, figure_lines, md, num, signed
 from atlasmart_assets.audits import Audit
 from atlasmart_assets.contract import CODE_VERSION, CONTROL_NAMES
 from atlasmart_assets.event_budget import READABLE_MAX_BYTES, bounded_figures, cut_text
@@ -82,7 +82,7 @@ def controls_md(before: Sequence[float] | None, after: Sequence[float],
     for i, name in enumerate(CONTROL_NAMES):
         b = float(before[i]) if before is not None and i < len(before) else None
         a = float(after[i])
-        change = "new" if b is None else signed(a - b)
+        change = "new" if b is None else signed(difference(a, b))
         lines.append(f"| {name} | {num(b)} | {num(a)} | {change} |")
     if sha256_before:
         lines.append(f"\nsha256 before: `{sha256_before}`")

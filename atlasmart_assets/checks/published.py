@@ -145,6 +145,8 @@ def published_tables_checks(context: dg.AssetCheckExecutionContext,
                 raise
             progress.part("read", 0.0, f"the shared read failed ({type(exc).__name__}): each check reads on its own")
             audits, failed = _each_alone(selected, run)
+            if not audits:
+                raise failed[0]  # no check could read: the step stops in its read, naming the first error
         progress.done("read", _read_line(window, selected, audits))
         for audit in audits:
             yield check_result(audit)
