@@ -11,8 +11,8 @@ from atlasmart_assets.assets.common import (
     BACKFILL_POLICY,
     CODE_VERSION,
     KINDS,
-    check_result,
     StepCapacity,
+    check_result,
     refuse,
     step_capacity,
 )
@@ -42,9 +42,9 @@ def _shown_id(batch: str) -> str:
     return batch[:SHOWN_ID_CHARS - tail - 1] + "…" + batch[-tail:]
 
 
-# An extraction time may carry any number of fraction digits (64 characters at most): shown to the second and its
-# offset, whole in raw.batches, so that valid but long stamps do not grow a year's events past its budget.
 def _shown_time(stamp: str) -> str:
+    """An extraction time to the second, with its offset: it may carry any number of fraction digits (64 characters
+    at most), which would grow a year's events past its budget; raw.batches keeps it whole."""
     head, _, rest = str(stamp).partition(".")
     if not rest:
         return str(stamp)
