@@ -37,9 +37,10 @@ def test_plan_predicts_the_publication_and_writes_nothing(env, instance, publish
     assert len(marts) == 3 and len(charts) == 1, "the run-wide chart is attached once, not to every partition"
     assert charts[0].metadata["change_chart"].value.startswith("![rows, gmv and cost before/after](data:image/png;base64,")
     facts = {m.partition: m for m in result.asset_materializations_for_node("correction") if m.asset_key.path[0] == "fact"}
+    mart_of = {m.partition: m for m in marts}
     for day, predicted in p.impact.items():
         assert facts[day].metadata["dagster/row_count"].value == predicted.rows_after, "per-partition row count"
-        assert facts[day].metadata["sha256"].value == predicted.sha256_after
+        assert mart_of[day].metadata["sha256"].value == predicted.sha256_after, "the extract's, on the mart's event"
     for day, predicted in p.impact.items():
         published = extracts.read(env, day)
         assert published["controls"] == predicted.controls_after and published["sha256"] == predicted.sha256_after
