@@ -112,8 +112,7 @@ def _roll_back_and_report(context: dg.OpExecutionContext, config: RollbackConfig
     notice = notices.notice_path(warehouse.settings, pub.publication_id)
     notice = notice if notice.exists() else None
     newest = max(pub.after)
-    # A termination while Dagster writes these is raised outside this code: the log ends with this line.
-    progress.part("events", 0.0, f"writing {len(RESTORED_ASSETS) * len(pub.after):,} partition materializations")
+    progress.writing_events(f"{len(RESTORED_ASSETS) * len(pub.after):,} partition materializations")
     for day in sorted(pub.after):
         for asset in RESTORED_ASSETS:
             yield dg.AssetMaterialization(

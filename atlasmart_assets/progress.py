@@ -100,6 +100,12 @@ class Progress:
         share = self._done + self._weights.get(phase, 0.0) * min(max(fraction, 0.0), 1.0)
         self._line(phase, detail, share)
 
+    def writing_events(self, what: str) -> None:
+        """Said before a step's events are handed to Dagster: Dagster writes them between the steps of the step's
+        generator and raises a termination there, outside the step's code, so a run stopped then ends its log with
+        this line (then Dagster's step failure), never with `done`."""
+        self.part("events", 0.0, f"writing {what}")
+
     def end(self, phase: str, detail: str) -> None:
         """The step stops before its last phase (a refusal): no estimate of work that will not happen."""
         self._ended = True

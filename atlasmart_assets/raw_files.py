@@ -154,21 +154,23 @@ def read_params(paths: Iterable[Path], max_object_size: int | None = None) -> di
             "max_object_size": object_size(paths) if max_object_size is None else max_object_size}
 
 
-def file_sizes(paths: Mapping[Path, str]) -> dict[Path, int]:
-    """Each file's size in bytes; a file that cannot be looked at, or is too large for DuckDB's read, is refused
-    naming it."""
-    sizes = {}
+def file_identities(paths: Mapping[Path, str]) -> dict[Path, tuple[int, int]]:
+    """Each file's size and modification time (`_identity`), from one look at it; a file that cannot be looked at, or
+    is too large for DuckDB's read, is refused naming it."""
+    out = {}
     for path, key in paths.items():
-        try:
-            size = path.stat().st_size
-        except OSError as exc:
-            raise unreadable(path, key, exc) from exc
+        out[path] = _identity(path, key)
+        size = out[path][0]
         if size > OBJECT_SIZE_MAX:
             raise RawInputError(path, key, f"is {size:,} bytes, past the 64 MiB ({OBJECT_SIZE_MAX:,} bytes) a raw "
                                            "file may hold: deliver the day's lines as several batches "
                                            "(raw/partition=D/<extraction_batch>.json)")
-        sizes[path] = size
-    return sizes
+    return out
+
+
+def file_sizes(paths: Mapping[Path, str]) -> dict[Path, int]:
+    """Each file's size in bytes, refused as file_identities refuses."""
+    return {path: identity[0] for path, identity in file_identities(paths).items()}
 
 
 def sized(paths: Mapping[Path, str]) -> int:
@@ -277,7 +279,7 @@ def _mistyped(line: dict[str, Any]) -> str | None:
 # read on every core ran out of DuckDB's 1 GB and was refused as unreadable.
 PARSE_MEMORY_PER_BYTE = 12
 # Past DuckDB's smallest buffer a file is read apart from the window's smaller ones, whose statement takes the threads
-# their own largest allows (a year of 4.4 MB files: every core up to 18).
+# their own largest allows (a year of 4.4 MB files: every core up to 11 at 1 GB, thread_memory).
 LARGE_FILE = OBJECT_SIZE_MIN
 
 
@@ -317,7 +319,7 @@ def thread_memory(largest: int) -> int:
 @contextlib.contextmanager
 def _threads_for(con: duckdb.DuckDBPyConnection, largest: int) -> Iterator[None]:
     """As many of the connection's threads as the memory limit holds the parse of a file of `largest` bytes on
-    (PARSE_MEMORY_PER_BYTE), one at the least; the connection's own afterwards."""
+    (thread_memory), one at the least; the connection's own afterwards."""
     threads = int(con.execute("select current_setting('threads')").fetchone()[0])
     fits = max(1, memory_limit_bytes(con) // thread_memory(largest))
     if fits >= threads:
@@ -473,8 +475,9 @@ def load_window(con: duckdb.DuckDBPyConnection, raw_dir: Path, window: Window,
     sha256 it was loaded with and every one of its lines is in the warehouse; its lines are the caller's to read
     back (candidate.reused_batches lists them)."""
     paths = _locate(raw_dir, window)
-    # What each file was when it was fingerprinted: the parse must read those bytes (checked after it).
-    identities = {path: _identity(path, key) for path, key in paths.items()}
+    # What each file was when it was fingerprinted: the parse must read those bytes (checked after it). A file too
+    # large, or that cannot be looked at, is refused here, before anything is read.
+    identities = file_identities(paths)
     shas = fingerprints(paths, threads)
     reused = {path: _loaded_file(key, path, shas[path], seen) for path, key in paths.items()
               for seen in [(loaded or {}).get(str(path))]
@@ -482,8 +485,7 @@ def load_window(con: duckdb.DuckDBPyConnection, raw_dir: Path, window: Window,
     parse = {path: key for path, key in paths.items() if path not in reused}
     con.execute(sql.text("raw_lines_table"))
     headers: dict[str, str] = {}
-    # A file too large, or that cannot be looked at, is refused before anything is read.
-    for group in _size_groups(file_sizes(parse)):
+    for group in _size_groups({path: identities[path][0] for path in parse}):
         largest = max(group.values())
         buffer = buffer_for(largest)
         try:

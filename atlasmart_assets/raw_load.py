@@ -109,8 +109,8 @@ def _audits(findings: list[Finding], files: list[RawFile]) -> list[Audit]:
 # read back and the merge became a view: parse 26 s, profile 12 s, append 11 s). expect() scales the append down
 # to the batches not loaded yet.
 PHASES = (("parse", 0.5), ("profile", 0.25), ("append", 0.25))
-# The step's per-day materializations and check results, which Dagster writes once the load is done (a year's: 365
-# materializations and 8 check results, about a second).
+# The step's per-day materializations and check results, which Dagster writes once the load is done (a year's first
+# load on 2026-12-06: 0.4 s of its 19.7 s step, between the append's last line and the step's end).
 EVENTS_PHASE = ("events", 0.05)
 
 

@@ -13,9 +13,9 @@ from atlasmart_assets.assets.common import (
     CODE_VERSION,
     KINDS,
     SCRATCH_MAX_AGE_S,
+    StepCapacity,
     check_result,
     controls_md,
-    StepCapacity,
     refuse,
     step_capacity,
 )
@@ -94,10 +94,8 @@ def _correct_and_report(context: dg.AssetExecutionContext, warehouse: Warehouse,
     outcome = correction.correct(warehouse, scope, _is_finished(context.instance), cap.threads,
                                  give_way=cap.give_way, lowered=cap.lowered, progress=progress)
     if outcome.publication is not None:
-        # Dagster writes the events between the steps of this generator and raises a termination there, outside
-        # this code: a run stopped now ends its log with this line, then Dagster's step failure.
-        progress.part("events", 0.0, f"writing {len(outcome.audits)} check results and "
-                                     f"{3 * len(outcome.publication.after):,} partition materializations")
+        progress.writing_events(f"{len(outcome.audits)} check results and "
+                                f"{3 * len(outcome.publication.after):,} partition materializations")
     yield from (check_result(a) for a in outcome.audits)
     refuse(str(scope.window), outcome.audits)
     pub = outcome.publication

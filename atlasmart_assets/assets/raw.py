@@ -152,10 +152,8 @@ def _load_and_report(context: dg.AssetExecutionContext, warehouse: Warehouse, sc
                            keepable=lambda files: unchanged.keepable(warehouse, scope.window, files),
                            progress=progress)
     if not any(a.blocks for a in loaded.audits):
-        # Dagster writes the events between the steps of this generator and raises a termination there, outside
-        # this code: a run stopped now ends its log with this line, then Dagster's step failure.
-        progress.part("events", 0.0, f"writing {len(loaded.audits)} check results and "
-                                     f"{len(loaded.figures):,} partition materialization(s)")
+        progress.writing_events(f"{len(loaded.audits)} check results and {len(loaded.figures):,} partition "
+                                "materialization(s)")
     yield from (check_result(a) for a in loaded.audits)
     refuse(str(scope.window), loaded.audits)
     for day, fig in sorted(loaded.figures.items()):
