@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.run import beside_figures
+from bench.run import beside_figures, pooled
 
 
 def run(began: float, ended: float, wall: float | None = None) -> dict[str, Any]:
@@ -37,3 +37,14 @@ def test_p95_of_few_runs_lies_above_the_slowest() -> None:
     figures = beside_figures(runs, [(100.0, 200.0)])
     assert figures["p95_s"] > max(walls)
     assert figures["median_s"] == 2.15
+
+
+def test_runs_beside_several_first_loads_are_taken_together() -> None:
+    first = beside_figures([run(100.0, 102.0), run(110.0, 113.0)], [(99.0, 140.0)])
+    second = beside_figures([run(500.0, 502.5), run(600.0, 601.0)], [(499.0, 540.0)])  # the last ran idle
+    together = pooled([{**first, "backfill_wall_s": 41.0, "peak_rss_mib": 900.0},
+                       {**second, "backfill_wall_s": 42.0, "peak_rss_mib": 950.0}])
+    assert together["n"] == 3 and together["n_each"] == [2, 1]
+    assert together["max_s"] == 3.0 and together["median_s"] == 2.5
+    assert together["peak_rss_mib"] == 950.0 and together["backfill_wall_s"] == [41.0, 42.0]
+    assert together["p95_s"] == beside_figures(first["runs"] + second["runs"], [(0.0, 1e9)])["p95_s"]
