@@ -194,23 +194,40 @@ class LineIdRepeats:
         return {d: self.duplicates.get(d, 0) for d in window.keys}
 
 
-def _line_id_repeats(wh: Warehouse, scope: RunScope, con: duckdb.DuckDBPyConnection,
-                     stats: LockStats) -> LineIdRepeats:
+def _line_id_repeats(wh: Warehouse, scope: RunScope, threads: int | None, stats: LockStats,
+                     give_way: GiveWay | None, scratch_work: capacity.Lowered) -> LineIdRepeats:
     """The candidate's repeated line ids: within a day, and across days (built by the run, or published: outside
     the window, or a day the run keeps as published).
     The warehouse is held only while the published days outside the window are searched for the candidate's
-    line ids (a semi join that finds the few shared ones); the pass over the window runs after it is released."""
-    if wh.settings.warehouse_path.exists():
-        with attached_hold(con, wh.settings.warehouse_path, "w", wh.settings.lock_timeout_s, stats):
-            # A day the run keeps as published is the published fact's, like the days outside the window.
-            con.execute("create or replace temp table published_elsewhere as select partition_date, line_id "
-                        "from w.fact.fct_order_lines where partition_date not in "
-                        "(select partition_date from candidate.build_days) "
-                        "and line_id in (select line_id from candidate.fct_order_lines)")
-        published = "select partition_date, line_id from published_elsewhere"
-    else:
-        published = "select cast(null as date) as partition_date, cast(null as varchar) as line_id where false"
-    rows = con.execute(sql.text("line_id_repeats").format(published=published)).fetchall()
+    line ids (a semi join that finds the few shared ones), after giving way to today's load as every hold of a
+    backfill does; the pass over the window (a year's 7.3 M line ids) is scratch work, lowered and paused while
+    today's load runs like the build."""
+    con = wh.open_scratch(scope.run.run_id, threads)
+    try:
+        if wh.settings.warehouse_path.exists():
+            if give_way is not None:
+                stats.gave_way.append(give_way())
+            with attached_hold(con, wh.settings.warehouse_path, "w", wh.settings.lock_timeout_s, stats):
+                # A day the run keeps as published is the published fact's, like the days outside the window.
+                con.execute("create or replace table candidate.published_elsewhere as "
+                            "select partition_date, line_id from w.fact.fct_order_lines where partition_date not in "
+                            "(select partition_date from candidate.build_days) "
+                            "and line_id in (select line_id from candidate.fct_order_lines)")
+        else:
+            con.execute("create or replace table candidate.published_elsewhere "
+                        "(partition_date date, line_id varchar)")
+    finally:
+        con.close()
+    return scratch_work.run(lambda: _repeats_in_scratch(wh, scope.run.run_id, threads))
+
+
+def _repeats_in_scratch(wh: Warehouse, run_id: str, threads: int | None) -> LineIdRepeats:
+    con = wh.open_scratch(run_id, threads)
+    try:
+        published = "select partition_date, line_id from candidate.published_elsewhere"
+        rows = con.execute(sql.text("line_id_repeats").format(published=published)).fetchall()
+    finally:
+        con.close()
     return LineIdRepeats({d.isoformat(): int(n) for d, n, _ in rows if n},
                          {d.isoformat(): list(ids) for d, _, ids in rows if ids})
 
@@ -381,11 +398,7 @@ def _correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool]
         # to publish unchanged (a new deletion request or release may still change it).
         progress.expect("publish", 0.15 + 0.85 * len(new) / max(len(scope.window.keys), 1))
         progress.done("build", _build_line(scope, built, new, kept))
-        con = wh.open_scratch(run_id, threads)
-        try:
-            repeats = _line_id_repeats(wh, scope, con, stats)
-        finally:
-            con.close()
+        repeats = _line_id_repeats(wh, scope, threads, stats, give_way, scratch_work)
         found, days, staged = scratch_work.run(lambda: _audit_candidates(
             wh, scope, threads, current, evidence, repeats, ref, built, kept))
         if kept.days:

@@ -14,7 +14,7 @@ import duckdb
 
 from atlasmart_assets import raw_files, reference, sql
 from atlasmart_assets.resources import Warehouse
-from atlasmart_assets.warehouse.connection import attach_waiting
+from atlasmart_assets.warehouse.connection import attached_by_chunk, days_between
 from atlasmart_assets.window import Window
 
 
@@ -52,28 +52,35 @@ def _reasons(raw_dir: Path, day: str, published: list[dict[str, Any]]) -> tuple[
     return reasons, new
 
 
-def _reference_reasons(wh: Warehouse, published_batches: dict[str, list[str]]) -> dict[str, list[str]]:
-    """Per published day: the dimension batches that change the tier or country of its lines at order time (the
-    semantic radius, never "every day"), and the deletion requests whose subject it still holds."""
+def _reference_reasons(wh: Warehouse, published_batches: dict[str, list[str]],
+                       days: Window) -> dict[str, list[str]]:
+    """Per published day of `days`: the dimension batches that change the tier or country of its lines at order
+    time (the semantic radius, never "every day"), and the deletion requests whose subject it still holds. Read a
+    chunk of days per hold: all published history is years of lines."""
     ref = reference.load(wh)
     if ref.problems or not wh.settings.warehouse_path.exists():
         return {}
     out: dict[str, list[str]] = {}
+    cfg = wh.settings
     con = duckdb.connect(":memory:")
     try:
-        attach_waiting(con, wh.settings.warehouse_path, "published_db", wh.settings.lock_timeout_s)
         con.execute("create schema published")
-        con.execute("create view published.order_lines as select * from published_db.staged.order_lines")
         con.register("dimension_in_force", ref.customers)
         con.register("deletion_keys_in_force", ref.deletion_keys)
         batch_ids = [b.batch_id for b in ref.batches]
-        for day, lines in con.execute(sql.text("dimension_drift")).fetchall():
-            used = published_batches.get(day.isoformat(), [])
-            newer = [b for b in batch_ids if b not in used] or batch_ids[-1:]
-            out.setdefault(day.isoformat(), []).append(
-                f"dimension batch {', '.join(newer)} changes tier or country of {lines} line(s)")
-        for day, request_id, lines in con.execute(sql.text("suppressed_published")).fetchall():
-            out.setdefault(day.isoformat(), []).append(f"deletion request {request_id} holds {lines} line(s)")
+        for part in attached_by_chunk(con, cfg.warehouse_path, "published_db", days, cfg.chunk_days,
+                                      cfg.lock_timeout_s):
+            con.execute("create or replace view published.order_lines as select * from "
+                        f"published_db.staged.order_lines where {days_between('partition_date', part)}")
+            drifted = con.execute(sql.text("dimension_drift")).fetchall()
+            held = con.execute(sql.text("suppressed_published")).fetchall()
+            for day, lines in drifted:
+                used = published_batches.get(day.isoformat(), [])
+                newer = [b for b in batch_ids if b not in used] or batch_ids[-1:]
+                out.setdefault(day.isoformat(), []).append(
+                    f"dimension batch {', '.join(newer)} changes tier or country of {lines} line(s)")
+            for day, request_id, lines in held:
+                out.setdefault(day.isoformat(), []).append(f"deletion request {request_id} holds {lines} line(s)")
     finally:
         con.close()
     return out
@@ -87,7 +94,7 @@ def stale_days(wh: Warehouse, window: Window | None = None) -> list[StaleDay]:
                            f"from audit.current_publications {where} order by partition_date",
                            window.params if window else {}).fetchall()
     used = {d.isoformat(): [b["batch"] for b in json.loads(dims)] for d, _, _, dims in rows if dims}
-    by_reference = _reference_reasons(wh, used)
+    by_reference = _reference_reasons(wh, used, Window(rows[0][0], rows[-1][0])) if rows else {}
     out = []
     raw_dir = wh.settings.raw_dir
     for day, pub_id, batches, _ in rows:

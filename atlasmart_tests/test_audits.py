@@ -1,6 +1,8 @@
 """Each audit passes on good data and fails on a crafted candidate; a failed audit publishes nothing."""
+import contextlib
 
 import json
+import os
 import threading
 import time
 
@@ -8,7 +10,7 @@ import dagster as dg
 import duckdb
 import pytest
 
-from atlasmart_assets import audits, candidates, capacity
+from atlasmart_assets import audits, candidates, capacity, correction
 from atlasmart_assets.checks.published import CHECKED, FACT_UNIQUE, MART_MATCHES, published_checks
 from atlasmart_assets.correction import (
     CANDIDATE_UNIQUE,
@@ -22,6 +24,7 @@ from atlasmart_assets.correction import (
 from atlasmart_assets.lab import run_chain
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunInfo, RunScope
+from atlasmart_assets.warehouse import connection
 from atlasmart_assets.window import Window
 from atlasmart_tests import state
 from atlasmart_tests.current_runs import running_current_run, until_written
@@ -133,6 +136,57 @@ def test_repeated_line_ids_are_counted_per_day_for_each_audit(env, published) ->
         "2026-09-18": ["2026-09-19-L000007", "2026-09-20-L0002"],
         "2026-09-19": ["2026-09-19-L000007", "2026-09-19-L000007"],
         "2026-09-20": ["2026-09-20-L0002"]}
+    assert outcome.publication is None
+
+
+class _RecordedGiveWay:
+    def __init__(self, events: list[str]) -> None:
+        self.events = events
+
+    def __call__(self) -> float:
+        self.events.append("give way")
+        return 0.0
+
+    def busy(self, unreadable: bool = False) -> bool:
+        return False
+
+
+def test_the_cross_day_line_id_pass_is_scratch_work_after_a_hold_that_gives_way(env, published, instance, tmp_path,
+                                                                                monkeypatch) -> None:
+    """A backfill's search of the published fact for its line ids is a warehouse hold like any other: taken after
+    giving way to today's load. The pass over the window's line ids that follows (a year's 7.3 M) is scratch work,
+    in the paused, lowered child, not in the step's own process beside today's load."""
+    published(("2026-09-18", "2026-09-20"))
+    events: list[str] = []
+    real_wait = connection.waiting_on_lock
+    monkeypatch.setattr(connection, "waiting_on_lock", lambda *a, **k: events.append("lock") or real_wait(*a, **k))
+    real_hold = correction.attached_hold
+
+    @contextlib.contextmanager
+    def hold(*args, **kwargs):  # noqa: ANN202
+        events.append("cross-day hold")
+        with real_hold(*args, **kwargs) as con:
+            yield con
+
+    monkeypatch.setattr(correction, "attached_hold", hold)
+    pids = tmp_path / "pids"
+    real_pass = correction._repeats_in_scratch
+
+    def recorded_pass(*args):  # noqa: ANN202
+        with pids.open("a") as fh:
+            fh.write(f"{os.getpid()}\n")
+        return real_pass(*args)
+
+    monkeypatch.setattr(correction, "_repeats_in_scratch", recorded_pass)
+    craft = CRAFTS["line_id_published_on_another_day"][0]
+    outcome = correct(Warehouse(), _scope("repeats-lowered", Window.of(DAY), "bf-lowered"), lambda _: True,
+                      adjust_staged=_craft(craft), give_way=_RecordedGiveWay(events),
+                      lowered=capacity.Lowered(0, instance, 1, max_pause_s=60))
+    at = events.index("cross-day hold")
+    assert events[at - 1] == "give way" and events[at + 1] == "lock", events
+    assert [int(pid) for pid in pids.read_text().split()] != [os.getpid()], "the pass ran in the step's process"
+    across = {a.check: a for a in outcome.audits}[UNIQUE_ACROSS_DAYS]
+    assert across.blocks and across.figures["line_ids_on_other_days"] == {DAY: ["2026-09-18-L000001"]}
     assert outcome.publication is None
 
 

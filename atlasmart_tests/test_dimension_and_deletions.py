@@ -4,12 +4,17 @@ country at order time changes) and a deletion request (its subject never reaches
 import json
 from pathlib import Path
 
+import duckdb
 import pytest
 
-from atlasmart_assets import cli, extracts
+from atlasmart_assets import cli, extracts, plan, stale
+from atlasmart_assets.assets.graph import asset_graph
+from atlasmart_assets.checks.published import published_free_of_suppressed
 from atlasmart_assets.lab import run_chain
+from atlasmart_assets.resources import Warehouse
+from atlasmart_assets.warehouse import connection
 from atlasmart_tests import state
-from atlasmart_tests.evidence_edits import deletion_request
+from atlasmart_tests.evidence_edits import customer_and_days, deletion_request, retier_first_customer
 
 HISTORY = ("2026-09-01", "2026-09-20")
 NEWEST = "2026-09-21"
@@ -229,3 +234,36 @@ def test_a_second_request_for_lines_already_left_out_is_no_new_suppression(env, 
     assert again.success, state.failure_text(again)
     [delta] = [e for e in again.get_asset_check_evaluations() if e.check_name == "fct_order_lines_row_delta_within_bounds"]
     assert delta.metadata["figures"].value["per_partition"][day]["after"] == len(lines) - 7
+
+
+def test_reads_of_published_history_hold_the_warehouse_a_chunk_of_days_at_a_time(env, published, monkeypatch,
+                                                                                  tmp_path) -> None:
+    """The stale check, the daily scan for suppressed lines and a plan's comparison read years of published lines:
+    each reads a chunk of days (ATLASMART_CHUNK_DAYS) per hold, and between two the warehouse is free for today's
+    load to write. What they find is what one read of everything finds."""
+    _publish_history(published)
+    subject, _ = customer_and_days(env.raw_dir, ["2026-09-19"], "2026-09-19")
+    deletion_request(env.raw_dir, "DR-0001", customer_id=subject)
+    retier_first_customer(env.raw_dir)
+
+    def read_all() -> tuple:
+        found = published_free_of_suppressed(Warehouse())
+        impact = plan.make(Warehouse(), asset_graph(), "2026-09-02", "2026-09-19").impact
+        return [d.as_dict() for d in stale.stale_days(Warehouse())], found.description, found.figures, impact
+
+    whole = read_all()
+    assert whole[0] and whole[2]["held"], "the history has stale days and suppressed lines to find"
+    monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "3")
+    writable: list[bool] = []
+
+    def hand_over(path: Path) -> None:
+        with duckdb.connect(str(path)) as con:  # today's load's writer: it opens now, nothing holds the file
+            con.execute("create or replace table main.handed_over as select 1 as n")
+            con.execute("drop table main.handed_over")
+        writable.append(True)
+
+    monkeypatch.setattr(connection, "hand_over", hand_over)
+    assert read_all() == whole
+    # 21 published days in 7 chunks: the stale check and the scan hand over 6 times each; the plan's 18 days in 6
+    # chunks, 5 times for its comparison and 5 for its own stale check.
+    assert len(writable) == 6 + 6 + 5 + 5, len(writable)

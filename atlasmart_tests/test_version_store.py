@@ -2,6 +2,7 @@
 retention drops only superseded versions, and a warehouse of the previous release migrates with nothing lost."""
 
 import datetime as dt
+import json
 from pathlib import Path
 
 import dagster as dg
@@ -109,6 +110,48 @@ def test_a_long_window_prunes_after_its_commit_a_chunk_at_a_time(env, published,
     for day in ("2026-09-18", "2026-09-19", "2026-09-20"):
         assert len(_versions_per_day(env, day)) == 2, day
     assert state.content(env) == content
+
+
+class _Counting:
+    """A connection that counts the statements run through it."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con, self.statements = con, 0
+
+    def execute(self, *args, **kwargs):
+        self.statements += 1
+        return self.con.execute(*args, **kwargs)
+
+
+def test_erasing_earlier_versions_takes_the_same_statements_for_any_number_of_days(env, published,
+                                                                                   monkeypatch) -> None:
+    """It runs inside the commit's one hold: a statement per day made a year's deletion request hold the lock for
+    seconds. Each erased day keeps only the erasing version (and the rows it is stored as), its earlier extracts
+    say which requests erased them, and a day not erased keeps every version."""
+    _store_every_version(monkeypatch)
+    published(("2026-09-18", "2026-09-20"))
+    assert run_chain_backfill() and run_chain_backfill()
+    days = ("2026-09-18", "2026-09-19", "2026-09-20")
+    versions = {day: _versions_per_day(env, day) for day in days}
+    assert all(len(v) == 3 for v in versions.values()), versions
+    with Warehouse().writer() as con:
+        current = ledger.current(con, Window.of("2026-09-18", "2026-09-20"))
+    latest = current["2026-09-20"].publication_id
+    assert {c.publication_id for c in current.values()} == {latest}
+    counts = []
+    for erase in ({"2026-09-20": ["req-1"]}, {"2026-09-18": ["req-2"], "2026-09-19": ["req-2", "req-3"]}):
+        with Warehouse().writer() as con:
+            counting = _Counting(con)
+            ledger.erase_earlier_versions(counting, latest, erase)  # type: ignore[arg-type]
+        counts.append(counting.statements)
+    assert counts[0] == counts[1], counts
+    for day in days:
+        assert _versions_per_day(env, day) == [latest], day
+    erased = dict(state.table_rows(env, f"(select partition_date::varchar, extract_json from audit.publications "
+                                        f"where publication_id <> '{latest}')"))
+    assert json.loads(erased["2026-09-19"]) == {"erased": True, "by_requests": ["req-2", "req-3"]}
+    assert json.loads(erased["2026-09-20"]) == {"erased": True, "by_requests": ["req-1"]}
+    assert state.table_rows(env, "history.revenue_daily") == []
 
 
 def test_rows_of_an_ended_run_are_collected_and_a_publish_that_lost_them_commits_nothing(

@@ -14,6 +14,7 @@ from typing import Callable, Iterator, Protocol, TypeVar
 import duckdb
 
 from atlasmart_assets import waiting
+from atlasmart_assets.window import Window
 
 T = TypeVar("T")
 IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]*$")
@@ -187,6 +188,26 @@ def attached_hold(con: duckdb.DuckDBPyConnection, path: Path, alias: str, timeou
     finally:
         if stats is not None:
             stats.holds.append(time.monotonic() - held_from)
+
+
+def attached_by_chunk(con: duckdb.DuckDBPyConnection, path: Path, alias: str, window: Window, chunk_days: int,
+                      timeout_s: float, stats: LockStats | None = None) -> Iterator[Window]:
+    """Each chunk of `window` (`chunk_days` days) in turn, with `path` attached read-only as `alias` while the
+    caller reads that chunk's days: a read over all published history keeps today's load out for one chunk's read
+    at a time, the lock handed to waiters between two (as `_read_by_chunk` does for reader connections)."""
+    for n, part in enumerate(window.split(chunk_days)):
+        if n:
+            hand_over(path)
+        with attached_hold(con, path, alias, timeout_s, stats):
+            yield part
+
+
+def days_between(column: str, part: Window) -> str:
+    """A filter of `column` to the days of `part`, for a view (which takes no bound parameters): the bounds are
+    dates, written by isoformat, never text from outside."""
+    if not IDENTIFIER.match(column):
+        raise ValueError(f"not an identifier: {column!r}")
+    return f"{column} between date '{part.start.isoformat()}' and date '{part.end.isoformat()}'"
 
 
 # How often a preemptible hold looks for announced waiters, and for today's load starting (a run storage read);

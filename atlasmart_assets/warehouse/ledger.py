@@ -367,18 +367,25 @@ def forget_pending(con: duckdb.DuckDBPyConnection, pub_id: str) -> None:
 def erase_earlier_versions(con: duckdb.DuckDBPyConnection, pub_id: str, days: dict[str, list[str]]) -> None:
     """A publication applying a deletion request to a day: no retained prior version of that day may hold the
     subject, so the day's other versions are dropped and the ledger's earlier extract bytes erased (the ledger rows
-    stay: who, when, why, hashes). Rolling back past this publication is then refused."""
-    for day, requests in sorted(days.items()):
-        params = {"d": dt.date.fromisoformat(day), "pub": pub_id}
-        for table in STORE_TABLES:
-            con.execute(f"delete from {table} where partition_date = $d and publication_id <> $pub and publication_id "
-                        "not in (select coalesce(stored_as, $pub) from audit.day_versions where partition_date = $d "
-                        "and publication_id = $pub)", params)
-        for layer in COPIED:
-            con.execute(f"delete from {layer.history} where partition_date = $d", {"d": params["d"]})
-        con.execute("update audit.publications set extract_json = $erased where partition_date = $d "
-                    "and publication_id <> $pub", {**params, "erased": json.dumps({"erased": True,
-                                                                                    "by_requests": requests})})
+    stay: who, when, why, hashes). Rolling back past this publication is then refused.
+    One statement per table for all the days: this runs inside the commit's hold, which a statement per day made
+    grow with the window (a year's request about 3-4.5 s of it)."""
+    if not days:
+        return
+    erased = sorted(days.items())
+    params = {"pub": pub_id, "days": [dt.date.fromisoformat(day) for day, _ in erased]}
+    for table in STORE_TABLES:
+        con.execute(f"delete from {table} as stored where partition_date in (select unnest($days::date[])) "
+                    "and publication_id <> $pub and not exists (select 1 from audit.day_versions as v "
+                    "where v.partition_date = stored.partition_date and v.publication_id = $pub "
+                    "and coalesce(v.stored_as, $pub) = stored.publication_id)", params)
+    for layer in COPIED:
+        con.execute(f"delete from {layer.history} where partition_date in (select unnest($days::date[]))",
+                    {"days": params["days"]})
+    con.execute("update audit.publications as p set extract_json = e.text "
+                "from (select unnest($days::date[]) as d, unnest($texts::varchar[]) as text) as e "
+                "where p.partition_date = e.d and p.publication_id <> $pub",
+                {**params, "texts": [json.dumps({"erased": True, "by_requests": requests}) for _, requests in erased]})
 
 
 def requests_already_applied(con: duckdb.DuckDBPyConnection, before: dict[str, Current]) -> dict[str, set[str]]:
