@@ -8,7 +8,7 @@ from typing import Any, Iterator
 import dagster as dg
 from pydantic import Field
 
-from atlasmart_assets import notices, plan
+from atlasmart_assets import capacity, notices, plan
 from atlasmart_assets import rollback as rollback_mod
 from atlasmart_assets.alerts.format import short_window
 from atlasmart_assets.assets.common import controls_md
@@ -103,7 +103,8 @@ def rollback_range(context: dg.OpExecutionContext, config: RollbackConfig,
 def _roll_back_and_report(context: dg.OpExecutionContext, config: RollbackConfig, warehouse: Warehouse,
                           progress: Progress) -> Iterator[dg.AssetMaterialization | dg.Output]:
     pub = rollback_mod.rollback(warehouse, config.start, config.end, config.reason, context.run.run_id,
-                                config.to_publication, progress)
+                                config.to_publication, progress,
+                                capacity.GiveWay(context.instance, warehouse.settings.backfill_give_way_s))
     context.log.info(f"rolled back {pub.window}: publication {pub.publication_id}, {len(pub.changed)} partition(s) "
                      f"changed: {short_window(pub.changed) or 'none'}")
     with warehouse.reader() as con:

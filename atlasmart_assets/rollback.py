@@ -12,6 +12,7 @@ from atlasmart_assets.contract import CODE_VERSION
 from atlasmart_assets.progress import Progress
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunInfo
+from atlasmart_assets.warehouse.connection import GiveWay
 from atlasmart_assets.warehouse.ledger import Publication
 from atlasmart_assets.warehouse.publish import publish, restore_candidates
 from atlasmart_assets.window import Window
@@ -65,16 +66,18 @@ def header(start: str, end: str | None) -> str:
 
 
 def rollback(wh: Warehouse, start: str, end: str | None, reason: str, run_id: str,
-             to_publication: str | None = None, progress: Progress | None = None) -> Publication:
+             to_publication: str | None = None, progress: Progress | None = None,
+             give_way: GiveWay | None = None) -> Publication:
     """Restore the chosen publication of every partition of [start, end] in one commit. `progress`: the run log's
-    (default: none logged)."""
+    (default: none logged). `give_way` (the rollback job's): called before each warehouse hold of its long writes,
+    as a backfill's, so today's load neither queues behind a year's chunks nor shares its cores with them."""
     progress = progress or Progress(None, header(start, end), PHASES)
     with progress.stopping():
-        return _rollback(wh, start, end, reason, run_id, to_publication, progress)
+        return _rollback(wh, start, end, reason, run_id, to_publication, progress, give_way)
 
 
 def _rollback(wh: Warehouse, start: str, end: str | None, reason: str, run_id: str, to_publication: str | None,
-              progress: Progress) -> Publication:
+              progress: Progress, give_way: GiveWay | None) -> Publication:
     if not reason.strip():
         raise ValueError("a rollback needs a reason (it is recorded in the ledger)")
     if len(reason) > REASON_MAX_CHARS:
@@ -91,11 +94,11 @@ def _rollback(wh: Warehouse, start: str, end: str | None, reason: str, run_id: s
                       else f"chunk {k}/{n} ({part}): no day changed, no line written")
 
     try:
-        after, restored, now = restore_candidates(wh, scratch, window, chosen)
+        after, restored, now = restore_candidates(wh, scratch, window, chosen, give_way)
         progress.done("restore", f"{sum(c.rows for c in after.values()):,} rows of {len(after)} partition(s) "
                                  "read from the version store")
         pub = publish(wh, scratch, window, RunInfo(run_id, None, reason), CODE_VERSION, after, now,
-                      kind="rollback", restored=restored, on_chunk=written)
+                      kind="rollback", restored=restored, give_way=give_way, on_chunk=written)
         progress.done("publish", f"publication {pub.publication_id}, {len(pub.after)} partition(s) restored, "
                                  f"{len(pub.changed)} of them to other content")
         return pub

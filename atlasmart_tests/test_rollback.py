@@ -7,7 +7,7 @@ from typing import Iterator
 import dagster as dg
 import pytest
 
-from atlasmart_assets import cli, generate, lab, rollback
+from atlasmart_assets import capacity, cli, generate, lab, rollback
 from atlasmart_assets.definitions import defs
 from atlasmart_assets.lab import run_chain
 from atlasmart_assets.resources import Warehouse
@@ -218,8 +218,9 @@ def test_a_rollback_of_a_mistyped_window_is_refused_in_a_few_words(env, instance
 
 def test_a_long_rollback_restores_a_chunk_of_days_per_hold_every_day_as_it_was(env, instance, monkeypatch) -> None:
     """A rollback reads the restored versions a chunk of days per warehouse hold (a year's in one hold held it
-    8.2 s): over 19 days in chunks of 5, the restore takes one hold for its checks and one per chunk, and every
-    day's extract and fact rows are the earlier version's, byte for byte."""
+    8.2 s): over 19 days in chunks of 5, the restore takes one hold for its checks and one per chunk, each chunk
+    after giving way to today's load, and every day's extract and fact rows are the earlier version's, byte for
+    byte."""
     days = [f"2026-09-{k:02d}" for k in range(1, 20)]
     assert run_chain(instance, days[0], days[-1]).success
     first = {d: (env.published_dir / f"partition={d}.json").read_bytes() for d in days}
@@ -242,6 +243,11 @@ def test_a_long_rollback_restores_a_chunk_of_days_per_hold_every_day_as_it_was(e
     restore_candidates(Warehouse(), env.scratch_dir / "probe.duckdb", window, rollback.targets(Warehouse(), window, None))
     assert len(holds) == 1 + 4, "the checks in one hold, then one per chunk of 5 days"
 
+    # Like a backfill's, each of its chunk holds first gives way to today's load (none runs here: no wait).
+    gave_way: list[float] = []
+    real_give_way = capacity.GiveWay.__call__
+    monkeypatch.setattr(capacity.GiveWay, "__call__", lambda self: gave_way.append(real_give_way(self)) or 0.0)
     assert _rollback_run(instance, days[0], days[-1], "back before the late batches").success
+    assert len(gave_way) >= 4 + 4 + 1, "each restore chunk, each chunk written ahead and the commit"
     assert {d: (env.published_dir / f"partition={d}.json").read_bytes() for d in days} == first
     assert state.table_rows(env, "(select * from fact.fct_order_lines order by all)") == rows_first

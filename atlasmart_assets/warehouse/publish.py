@@ -270,10 +270,10 @@ def _commit(con: duckdb.DuckDBPyConnection, pub_id: str, kind: str, run: RunInfo
     return ledger.prune_history(con, retain, window), erase
 
 
-def restore_candidates(wh: Warehouse, scratch: Path, window: Window,
-                       targets: dict[str, str] | None = None) -> tuple[dict[str, DayCandidate], dict[str, str], dict[str, Current]]:
+def restore_candidates(wh: Warehouse, scratch: Path, window: Window, targets: dict[str, str] | None = None,
+                       give_way: GiveWay | None = None) -> tuple[dict[str, DayCandidate], dict[str, str], dict[str, Current]]:
     """The versions named by `targets` (default: the one each partition's current publication superseded),
-    copied into scratch as candidates."""
+    copied into scratch as candidates; `give_way` is called before each chunk's hold."""
     with wh.writer() as con:
         now = ledger.current(con, window)
         if targets is None:
@@ -302,16 +302,17 @@ def restore_candidates(wh: Warehouse, scratch: Path, window: Window,
         if gone:
             raise ValueError(f"cannot roll back {window}: the earlier versions of {window_label(gone)} are past retention")
         after = {p: ledger.day_candidate(r) for p, r in found.items()}
-    _restore_rows(wh, scratch, window, targets)
+    _restore_rows(wh, scratch, window, targets, give_way)
     return after, targets, now
 
 
-def _restore_rows(wh: Warehouse, scratch: Path, window: Window, targets: dict[str, str]) -> None:
+def _restore_rows(wh: Warehouse, scratch: Path, window: Window, targets: dict[str, str],
+                  give_way: GiveWay | None) -> None:
     """The rows of the versions `targets` names, copied into scratch as candidates a chunk of days per hold (a
     year's in one hold held the warehouse 8.2 s, today's load waiting behind it); those waiting on the lock go
     between chunks. A day republished meanwhile is refused by the publish, which compares against `now`."""
     for k, part in enumerate(window.split(wh.settings.chunk_days)):
-        _next_hold(wh, None, None, first=k == 0)
+        _next_hold(wh, give_way, None, first=k == 0)
         with wh.writer() as con:
             ledger.versions_table(con, "targets", {p: targets[p] for p in part.keys if p in targets})
             attach(con, scratch, "s")
