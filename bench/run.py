@@ -335,8 +335,8 @@ class Bench:
         # a re-publish cost before days were kept, and what one after a new release or dimension version costs).
         rederived = self.backfill(env, "year-rederive", rederive=True)
         log(f"{self.args.days}-day backfill, re-derived: {rederived['total_s']} s, {rederived['peak_rss_mib']} MiB")
-        # A re-publish now takes 15-20 s, so beside one only 3-4 of today's runs fall (one every ~7 s), and the p95 of
-        # so few is the bench's extrapolation above the slowest. Three re-publishes back to back give it 10-12.
+        # A re-publish takes 10-13 s, so beside one only 2 of today's runs fall (one every ~7 s), and the p95 of so
+        # few is the bench's extrapolation above the slowest. Three back to back gave it 6-7; five give it about 10.
         concurrent, during = self.beside(env, "year-concurrent", "current-during-backfill",
                                          backfills=self.args.beside_republishes)
         # A first load beside today's load, on a data dir of its own: the longer backfill, parsing and appending
@@ -582,7 +582,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--current-pause", type=float, default=5.0,
                    help="seconds between two current runs beside the backfill (back to back, a backfill that gives "
                         "way to today's load would wait its whole ATLASMART_BACKFILL_GIVE_WAY_S at every hold)")
-    p.add_argument("--beside-republishes", type=int, default=3,
+    p.add_argument("--beside-republishes", type=int, default=5,
                    help="re-publishes of the year run back to back beside today's load (more of its runs beside them)")
     p.add_argument("--beside-first-loads", type=int, default=2,
                    help="first loads of the year, each on a fresh data dir, beside today's load (figures pooled)")
