@@ -89,15 +89,19 @@ def _impact(wh: Warehouse, window: Window, now: dict[str, ledger.Current]) -> di
             con.close()
         con = wh.open_scratch(run_id)
         try:
-            # The window's published fact, a chunk of days per hold: a year's in one hold kept today's load out
-            # about 5 s. Nothing published yet: nothing to compare with.
-            con.execute("create or replace table candidate.fct_published as "
-                        "select * from candidate.fct_order_lines limit 0")
+            # The window's published fact, a chunk of days per hold (a year's in one hold kept today's load out
+            # about 5 s), its columns as published: a plan never migrates, so they may be an older schema's.
+            # Nothing published yet: nothing to compare with.
             if cfg.warehouse_path.exists():
-                for part in attached_by_chunk(con, cfg.warehouse_path, "w", window, cfg.chunk_days,
-                                              cfg.lock_timeout_s):
-                    con.execute("insert into candidate.fct_published by name select * from w.fact.fct_order_lines "
+                for n, part in enumerate(attached_by_chunk(con, cfg.warehouse_path, "w", window, cfg.chunk_days,
+                                                           cfg.lock_timeout_s)):
+                    into = "create or replace table candidate.fct_published as" if n == 0 else \
+                        "insert into candidate.fct_published"
+                    con.execute(f"{into} select * from w.fact.fct_order_lines "
                                 "where partition_date between $start and $end", part.params)
+            else:
+                con.execute("create or replace table candidate.fct_published as "
+                            "select * from candidate.fct_order_lines limit 0")
             diff = {r[0].isoformat(): r[1:] for r in con.execute(sql.text("impact")).fetchall()}
         finally:
             con.close()

@@ -3,6 +3,7 @@
 import datetime as dt
 import time
 
+import duckdb
 import pytest
 
 from atlasmart_assets import extracts, generate, lab, plan
@@ -10,6 +11,28 @@ from atlasmart_assets.assets.graph import asset_graph
 from atlasmart_assets.lab import run_chain
 from atlasmart_assets.resources import Warehouse
 from atlasmart_tests import crash_worker, state
+
+
+@pytest.mark.parametrize("published_as", [
+    "select *, 1 as legacy_flag from fact.fct_order_lines_as_published",  # a column the candidate lacks
+    # finer than the candidate's decimal(18, 2): a difference of 0.004 is a change
+    "select * replace (cast(unit_price as decimal(18, 4)) + case when line_id = '2026-09-18-L000001' then 0.004 "
+    "else 0 end as unit_price) from fact.fct_order_lines_as_published",
+], ids=["extra-column", "finer-type"])
+def test_a_plan_compares_with_the_published_fact_as_its_schema_has_it(env, published, published_as) -> None:
+    """A plan reads the warehouse without migrating it: its published fact may have another schema's columns. The
+    comparison takes them as they are, a chunk of days per hold."""
+    published(("2026-09-17", "2026-09-20"))
+    lab.publish_legacy_incident(Warehouse())
+    with duckdb.connect(str(env.warehouse_path)) as con:
+        con.execute("alter view fact.fct_order_lines rename to fct_order_lines_as_published")
+        con.execute(f"create view fact.fct_order_lines as {published_as}")
+    p = plan.make(Warehouse(), asset_graph(), "2026-09-17", "2026-09-20", ["fact/fct_order_lines"])
+    changed = {d: i.sample_line_ids for d, i in p.impact.items() if i.lines_changed}
+    expected = {"2026-09-20": ["2026-09-20-L0007"]}
+    if "0.004" in published_as:
+        expected["2026-09-18"] = ["2026-09-18-L000001"]
+    assert changed == expected
 
 
 def test_plan_predicts_the_publication_and_writes_nothing(env, instance, published) -> None:
