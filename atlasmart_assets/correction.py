@@ -200,12 +200,13 @@ def _line_id_repeats(wh: Warehouse, scope: RunScope, threads: int | None, stats:
     the window, or a day the run keeps as published).
     The warehouse is held only while the published days outside the window are searched for the candidate's
     line ids (a semi join that finds the few shared ones), after giving way to today's load as every hold of a
-    backfill does; the pass over the window (a year's 7.3 M line ids) is scratch work, lowered and paused while
+    long backfill does; the pass over the window (a year's 7.3 M line ids) is scratch work, lowered and paused while
     today's load runs like the build."""
     con = wh.open_scratch(scope.run.run_id, threads)
     try:
         if wh.settings.warehouse_path.exists():
-            if give_way is not None:
+            # As every hold of a long write: a backfill of one chunk takes its few short holds without waiting.
+            if give_way is not None and len(scope.window.keys) > wh.settings.chunk_days:
                 stats.gave_way.append(give_way())
             with attached_hold(con, wh.settings.warehouse_path, "w", wh.settings.lock_timeout_s, stats):
                 # A day the run keeps as published is the published fact's, like the days outside the window.

@@ -157,6 +157,7 @@ def test_the_cross_day_line_id_pass_is_scratch_work_after_a_hold_that_gives_way(
     giving way to today's load. The pass over the window's line ids that follows (a year's 7.3 M) is scratch work,
     in the paused, lowered child, not in the step's own process beside today's load."""
     published(("2026-09-18", "2026-09-20"))
+    monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "1")  # a window of two chunks: a long backfill's holds give way
     events: list[str] = []
     real_wait = connection.waiting_on_lock
     monkeypatch.setattr(connection, "waiting_on_lock", lambda *a, **k: events.append("lock") or real_wait(*a, **k))
@@ -179,7 +180,8 @@ def test_the_cross_day_line_id_pass_is_scratch_work_after_a_hold_that_gives_way(
 
     monkeypatch.setattr(correction, "_repeats_in_scratch", recorded_pass)
     craft = CRAFTS["line_id_published_on_another_day"][0]
-    outcome = correct(Warehouse(), _scope("repeats-lowered", Window.of(DAY), "bf-lowered"), lambda _: True,
+    window = Window.of(DAY, "2026-09-20")
+    outcome = correct(Warehouse(), _scope("repeats-lowered", window, "bf-lowered"), lambda _: True,
                       adjust_staged=_craft(craft), give_way=_RecordedGiveWay(events),
                       lowered=capacity.Lowered(0, instance, 1, max_pause_s=60))
     at = events.index("cross-day hold")

@@ -271,7 +271,8 @@ def _commit(con: duckdb.DuckDBPyConnection, pub_id: str, kind: str, run: RunInfo
 
 
 def restore_candidates(wh: Warehouse, scratch: Path, window: Window, targets: dict[str, str] | None = None,
-                       give_way: GiveWay | None = None) -> tuple[dict[str, DayCandidate], dict[str, str], dict[str, Current]]:
+                       give_way: GiveWay | None = None
+                       ) -> tuple[dict[str, DayCandidate], dict[str, str], dict[str, Current]]:
     """The versions named by `targets` (default: the one each partition's current publication superseded),
     copied into scratch as candidates; `give_way` is called before each chunk's hold."""
     with wh.writer() as con:
