@@ -14,7 +14,7 @@ import duckdb
 
 from atlasmart_assets import raw_files, reference, sql
 from atlasmart_assets.resources import Warehouse
-from atlasmart_assets.warehouse.connection import attached_by_chunk, days_between
+from atlasmart_assets.warehouse.connection import published_by_chunk
 from atlasmart_assets.window import Window
 
 
@@ -64,14 +64,11 @@ def _reference_reasons(wh: Warehouse, published_batches: dict[str, list[str]],
     cfg = wh.settings
     con = duckdb.connect(":memory:")
     try:
-        con.execute("create schema published")
         con.register("dimension_in_force", ref.customers)
         con.register("deletion_keys_in_force", ref.deletion_keys)
         batch_ids = [b.batch_id for b in ref.batches]
-        for part in attached_by_chunk(con, cfg.warehouse_path, "published_db", days, cfg.chunk_days,
-                                      cfg.lock_timeout_s):
-            con.execute("create or replace view published.order_lines as select * from "
-                        f"published_db.staged.order_lines where {days_between('partition_date', part)}")
+        for _ in published_by_chunk(con, cfg.warehouse_path, "staged.order_lines", days, cfg.chunk_days,
+                                    cfg.lock_timeout_s):
             drifted = con.execute(sql.text("dimension_drift")).fetchall()
             held = con.execute(sql.text("suppressed_published")).fetchall()
             for day, lines in drifted:

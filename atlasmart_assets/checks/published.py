@@ -14,7 +14,7 @@ from atlasmart_assets.partitions import daily_partitions
 from atlasmart_assets.progress import Progress, stopped_by
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import scope_of
-from atlasmart_assets.warehouse.connection import GiveWay, attached_by_chunk, days_between, hand_over, is_lock_conflict
+from atlasmart_assets.warehouse.connection import GiveWay, hand_over, is_lock_conflict, published_by_chunk
 from atlasmart_assets.window import Window
 
 FACT_UNIQUE = "fct_order_lines_line_id_unique"
@@ -199,12 +199,9 @@ def published_free_of_suppressed(wh: Warehouse) -> Audit:
         cfg = wh.settings
         con = duckdb.connect(":memory:")
         try:
-            con.execute("create schema published")
             con.register("deletion_keys_in_force", ref.deletion_keys)
-            for part in attached_by_chunk(con, cfg.warehouse_path, "published_db", published_days, cfg.chunk_days,
-                                          cfg.lock_timeout_s):
-                con.execute("create or replace view published.order_lines as select * from "
-                            f"published_db.fact.fct_order_lines where {days_between('partition_date', part)}")
+            for _ in published_by_chunk(con, cfg.warehouse_path, "fact.fct_order_lines", published_days,
+                                        cfg.chunk_days, cfg.lock_timeout_s):
                 rows += con.execute(sql.text("suppressed_published")).fetchall()
         finally:
             con.close()

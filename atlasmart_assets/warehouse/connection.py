@@ -18,6 +18,7 @@ from atlasmart_assets.window import Window
 
 T = TypeVar("T")
 IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]*$")
+QUALIFIED = re.compile(r"^[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*$")
 
 
 @dataclass
@@ -202,12 +203,18 @@ def attached_by_chunk(con: duckdb.DuckDBPyConnection, path: Path, alias: str, wi
             yield part
 
 
-def days_between(column: str, part: Window) -> str:
-    """A filter of `column` to the days of `part`, for a view (which takes no bound parameters): the bounds are
-    dates, written by isoformat, never text from outside."""
-    if not IDENTIFIER.match(column):
-        raise ValueError(f"not an identifier: {column!r}")
-    return f"{column} between date '{part.start.isoformat()}' and date '{part.end.isoformat()}'"
+def published_by_chunk(con: duckdb.DuckDBPyConnection, path: Path, table: str, window: Window, chunk_days: int,
+                       timeout_s: float) -> Iterator[Window]:
+    """`attached_by_chunk` for the queries that read `published.order_lines` (dimension_drift.sql,
+    suppressed_published.sql): while each chunk is held, that view shows `table`'s rows of the chunk's days. A view
+    takes no bound parameters: the days are dates written by isoformat, the table an identifier chosen by code."""
+    if not QUALIFIED.match(table):
+        raise ValueError(f"not a schema-qualified table: {table!r}")
+    con.execute("create schema if not exists published")
+    for part in attached_by_chunk(con, path, "published_db", window, chunk_days, timeout_s):
+        con.execute(f"create or replace view published.order_lines as select * from published_db.{table} "
+                    f"where partition_date between date '{part.start.isoformat()}' and date '{part.end.isoformat()}'")
+        yield part
 
 
 # How often a preemptible hold looks for announced waiters, and for today's load starting (a run storage read);
