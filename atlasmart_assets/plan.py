@@ -8,13 +8,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import dagster as dg
+import duckdb
 
-from atlasmart_assets import candidates, partitions, raw_files, reference, sql, stale
+from atlasmart_assets import candidates, partitions, raw_files, raw_load, reference, sql, stale
 from atlasmart_assets.event_budget import bounded_figures, cut_text, encoded_size
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import fence_refusal
 from atlasmart_assets.warehouse import ledger
-from atlasmart_assets.warehouse.connection import attached_by_chunk
+from atlasmart_assets.warehouse.connection import LockStats
 from atlasmart_assets.window import Window
 
 
@@ -93,12 +94,13 @@ def _impact(wh: Warehouse, window: Window, now: dict[str, ledger.Current]) -> di
             # about 5 s), its columns as published: a plan never migrates, so they may be an older schema's.
             # Nothing published yet: nothing to compare with.
             if cfg.warehouse_path.exists():
-                for n, part in enumerate(attached_by_chunk(con, cfg.warehouse_path, "w", window, cfg.chunk_days,
-                                                           cfg.lock_timeout_s)):
-                    into = "create or replace table candidate.fct_published as" if n == 0 else \
-                        "insert into candidate.fct_published"
-                    con.execute(f"{into} select * from w.fact.fct_order_lines "
-                                "where partition_date between $start and $end", part.params)
+                def copy(con: duckdb.DuckDBPyConnection, part: list[str]) -> None:
+                    into = ("create table candidate.fct_published as" if part[0] == window.keys[0]
+                            else "insert into candidate.fct_published")
+                    con.execute(f"{into} select * from w.fact.fct_order_lines where partition_date between $start "
+                                "and $end", Window.of(part[0], part[-1]).params)
+
+                raw_load.short_reads(wh, con, window.keys, LockStats(), None, copy)
             else:
                 con.execute("create or replace table candidate.fct_published as "
                             "select * from candidate.fct_order_lines limit 0")

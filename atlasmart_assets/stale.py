@@ -5,17 +5,21 @@ nothing."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
-from atlasmart_assets import raw_files, reference, sql
+from atlasmart_assets import raw_files, raw_load, reference, sql
 from atlasmart_assets.resources import Warehouse
-from atlasmart_assets.warehouse.connection import published_by_chunk
+from atlasmart_assets.warehouse.connection import LockStats
 from atlasmart_assets.window import Window
+
+QUALIFIED = re.compile(r"^[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*$")
 
 
 @dataclass(frozen=True)
@@ -61,14 +65,14 @@ def _reference_reasons(wh: Warehouse, published_batches: dict[str, list[str]],
     if ref.problems or not wh.settings.warehouse_path.exists():
         return {}
     out: dict[str, list[str]] = {}
-    cfg = wh.settings
     con = duckdb.connect(":memory:")
     try:
         con.register("dimension_in_force", ref.customers)
         con.register("deletion_keys_in_force", ref.deletion_keys)
         batch_ids = [b.batch_id for b in ref.batches]
-        for _ in published_by_chunk(con, cfg.warehouse_path, "staged.order_lines", days, cfg.chunk_days,
-                                    cfg.lock_timeout_s):
+
+        def read(con: duckdb.DuckDBPyConnection, part: list[str]) -> None:
+            published_view(con, "staged.order_lines", part)
             drifted = con.execute(sql.text("dimension_drift")).fetchall()
             held = con.execute(sql.text("suppressed_published")).fetchall()
             for day, lines in drifted:
@@ -78,9 +82,23 @@ def _reference_reasons(wh: Warehouse, published_batches: dict[str, list[str]],
                     f"dimension batch {', '.join(newer)} changes tier or country of {lines} line(s)")
             for day, request_id, lines in held:
                 out.setdefault(day.isoformat(), []).append(f"deletion request {request_id} holds {lines} line(s)")
+
+        raw_load.short_reads(wh, con, days.keys, LockStats(), None, read)
     finally:
         con.close()
     return out
+
+
+def published_view(con: duckdb.DuckDBPyConnection, table: str, part: list[str]) -> None:
+    """`published.order_lines`, the relation dimension_drift.sql and suppressed_published.sql read: the published
+    `table` (`schema.name`, chosen by code) of the warehouse attached as `w`, its days of `part` (sorted). A view
+    takes no bound parameters: the bounds are dates, written by isoformat."""
+    if not QUALIFIED.match(table):
+        raise ValueError(f"not a schema-qualified table: {table!r}")
+    first, last = dt.date.fromisoformat(part[0]), dt.date.fromisoformat(part[-1])
+    con.execute("create schema if not exists published")
+    con.execute(f"create or replace view published.order_lines as select * from w.{table} "
+                f"where partition_date between date '{first.isoformat()}' and date '{last.isoformat()}'")
 
 
 def stale_days(wh: Warehouse, window: Window | None = None) -> list[StaleDay]:

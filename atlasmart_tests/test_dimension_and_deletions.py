@@ -7,12 +7,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from atlasmart_assets import cli, extracts, plan, stale
+from atlasmart_assets import cli, extracts, plan, raw_load, stale
 from atlasmart_assets.assets.graph import asset_graph
 from atlasmart_assets.checks.published import published_free_of_suppressed
 from atlasmart_assets.lab import run_chain
 from atlasmart_assets.resources import Warehouse
-from atlasmart_assets.warehouse import connection
 from atlasmart_tests import state
 from atlasmart_tests.evidence_edits import customer_and_days, deletion_request, retier_first_customer
 
@@ -262,7 +261,7 @@ def test_reads_of_published_history_hold_the_warehouse_a_chunk_of_days_at_a_time
             con.execute("drop table main.handed_over")
         writable.append(True)
 
-    monkeypatch.setattr(connection, "hand_over", hand_over)
+    monkeypatch.setattr(raw_load, "hand_over", hand_over)  # the chunked reads are raw_load.short_reads
     assert read_all() == whole
     # 21 published days in 7 chunks: the stale check and the scan hand over 6 times each; the plan's 18 days in 6
     # chunks, 5 times for its comparison and 5 for its own stale check.

@@ -6,7 +6,7 @@ from typing import Callable, Collection, Iterator
 import dagster as dg
 import duckdb
 
-from atlasmart_assets import candidates, capacity, reference, sql
+from atlasmart_assets import candidates, capacity, raw_load, reference, sql, stale
 from atlasmart_assets.assets.common import check_result
 from atlasmart_assets.audits import ERROR, WARN, Audit, controls_match, unique_keys
 from atlasmart_assets.contract import FCT_ORDER_LINES, REVENUE_DAILY
@@ -14,7 +14,7 @@ from atlasmart_assets.partitions import daily_partitions
 from atlasmart_assets.progress import Progress, stopped_by
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import scope_of
-from atlasmart_assets.warehouse.connection import GiveWay, hand_over, is_lock_conflict, published_by_chunk
+from atlasmart_assets.warehouse.connection import GiveWay, LockStats, hand_over, is_lock_conflict
 from atlasmart_assets.window import Window
 
 FACT_UNIQUE = "fct_order_lines_line_id_unique"
@@ -196,13 +196,15 @@ def published_free_of_suppressed(wh: Warehouse) -> Audit:
     rows: list[tuple] = []
     published_days = _published_days(wh)
     if published_days is not None:
-        cfg = wh.settings
         con = duckdb.connect(":memory:")
         try:
             con.register("deletion_keys_in_force", ref.deletion_keys)
-            for _ in published_by_chunk(con, cfg.warehouse_path, "fact.fct_order_lines", published_days,
-                                        cfg.chunk_days, cfg.lock_timeout_s):
-                rows += con.execute(sql.text("suppressed_published")).fetchall()
+
+            def read(con: duckdb.DuckDBPyConnection, part: list[str]) -> None:
+                stale.published_view(con, "fact.fct_order_lines", part)
+                rows.extend(con.execute(sql.text("suppressed_published")).fetchall())
+
+            raw_load.short_reads(wh, con, published_days.keys, LockStats(), None, read)
         finally:
             con.close()
     held = {f"{d} {r}": n for d, r, n in rows}

@@ -14,11 +14,9 @@ from typing import Callable, Iterator, Protocol, TypeVar
 import duckdb
 
 from atlasmart_assets import waiting
-from atlasmart_assets.window import Window
 
 T = TypeVar("T")
 IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]*$")
-QUALIFIED = re.compile(r"^[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*$")
 
 
 @dataclass
@@ -189,32 +187,6 @@ def attached_hold(con: duckdb.DuckDBPyConnection, path: Path, alias: str, timeou
     finally:
         if stats is not None:
             stats.holds.append(time.monotonic() - held_from)
-
-
-def attached_by_chunk(con: duckdb.DuckDBPyConnection, path: Path, alias: str, window: Window, chunk_days: int,
-                      timeout_s: float, stats: LockStats | None = None) -> Iterator[Window]:
-    """Each chunk of `window` (`chunk_days` days) in turn, with `path` attached read-only as `alias` while the
-    caller reads that chunk's days: a read over all published history keeps today's load out for one chunk's read
-    at a time, the lock handed to waiters between two (as `_read_by_chunk` does for reader connections)."""
-    for n, part in enumerate(window.split(chunk_days)):
-        if n:
-            hand_over(path)
-        with attached_hold(con, path, alias, timeout_s, stats):
-            yield part
-
-
-def published_by_chunk(con: duckdb.DuckDBPyConnection, path: Path, table: str, window: Window, chunk_days: int,
-                       timeout_s: float) -> Iterator[Window]:
-    """`attached_by_chunk` for the queries that read `published.order_lines` (dimension_drift.sql,
-    suppressed_published.sql): while each chunk is held, that view shows `table`'s rows of the chunk's days. A view
-    takes no bound parameters: the days are dates written by isoformat, the table an identifier chosen by code."""
-    if not QUALIFIED.match(table):
-        raise ValueError(f"not a schema-qualified table: {table!r}")
-    con.execute("create schema if not exists published")
-    for part in attached_by_chunk(con, path, "published_db", window, chunk_days, timeout_s):
-        con.execute(f"create or replace view published.order_lines as select * from published_db.{table} "
-                    f"where partition_date between date '{part.start.isoformat()}' and date '{part.end.isoformat()}'")
-        yield part
 
 
 # How often a preemptible hold looks for announced waiters, and for today's load starting (a run storage read);
