@@ -167,6 +167,23 @@ def test_a_correction_refused_by_its_audits_estimates_no_work_it_will_not_do(env
     assert len(audit_lines) == 1 and "refused by" in audit_lines[0] and audit_lines[0].endswith("ended"), logged
 
 
+def test_a_corrections_read_of_the_published_state_makes_no_estimate_and_its_build_does(env, instance) -> None:
+    """The read of the published state takes about as long for a day as for a year: extrapolated, a year's first
+    load read `about 2 s to go` with 17 s ahead. Its line makes no estimate; the build's line does. A correction
+    that copies its raw evidence from the warehouse (no raw step in the run) reads work that grows with the
+    window: that line makes one."""
+    result = run_chain(instance, *HISTORY, {"dagster/backfill": "bf-estimates"})
+    assert result.success
+    read, build = _lines(instance, result.run_id, "correction")[:2]
+    assert "[1/5] read: 0 published day(s) of 19;" in read and read.endswith("no estimate yet"), read
+    assert "[2/5] build: " in build and build.endswith(" s to go"), build
+
+    logged: list[str] = []
+    scope = RunScope(Window.of(*HISTORY), RunInfo("no-raw-step", "bf-no-raw-step"), "backfill", DAY, None)
+    assert correction.correct(Warehouse(), scope, lambda _r: True, log=logged.append).publication is not None
+    assert "raw evidence copied from the warehouse" in logged[0] and logged[0].endswith(" s to go"), logged[0]
+
+
 def test_the_published_checks_fallback_goes_on_and_ends_done(env, instance, monkeypatch) -> None:
     """The shared read fails (not on the lock), each check alone reads: the step says so, goes on, and its last line
     is `done` (before: `ended`, then two results written with nothing said)."""
