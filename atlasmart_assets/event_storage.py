@@ -16,10 +16,17 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import dagster as dg
 import dagster._check as check
 from dagster._config import Field, StringSource
 from dagster._core.definitions.asset_checks.asset_check_evaluation import AssetCheckEvaluationPlanned
-from dagster._core.events import ASSET_CHECK_EVENTS, ASSET_EVENTS, BATCH_WRITABLE_EVENTS
+from dagster._core.events import (
+    ASSET_CHECK_EVENTS,
+    ASSET_EVENTS,
+    BATCH_WRITABLE_EVENTS,
+    DagsterEventBatchMetadata,
+    generate_event_batch_id,
+)
 from dagster._core.events.log import EventLogEntry
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable, SqlEventLogStorageTable
@@ -179,3 +186,17 @@ class BatchingSqliteEventLogStorage(SqliteEventLogStorage):
                "evaluation_event_storage_id": event_id}
         with self.index_connection() as conn:
             conn.execute(AssetCheckExecutionsTable.insert(), [{**row, "partition": key} for key in partition_keys])
+
+
+def batched(context: dg.OpExecutionContext,
+            materializations: Sequence[dg.AssetMaterialization]) -> Iterator[dg.DagsterEvent]:
+    """An op's materializations as one batch, as Dagster hands over an asset's partitions: yielded one by one as
+    `AssetMaterialization`s, each is stored on its own (a year's rollback: 1,095 events in 8.8 s of its 18 s); as a
+    batch, in one transaction per shard (0.8 s). The step's own context builds each event, as Dagster does for a
+    yielded materialization (an API Dagster keeps for framework code: dagster is pinned in constraints.txt)."""
+    step = context.get_step_execution_context()
+    batch_id = generate_event_batch_id()
+    last = len(materializations) - 1
+    for i, materialization in enumerate(materializations):
+        yield dg.DagsterEvent.asset_materialization(step, materialization,
+                                                    DagsterEventBatchMetadata(batch_id, i == last))

@@ -8,7 +8,7 @@ from typing import Any, Iterator
 import dagster as dg
 from pydantic import Field
 
-from atlasmart_assets import capacity, notices, plan
+from atlasmart_assets import capacity, event_storage, notices, plan
 from atlasmart_assets import rollback as rollback_mod
 from atlasmart_assets.alerts.format import short_window
 from atlasmart_assets.assets.common import controls_md
@@ -91,7 +91,7 @@ def _restored_metadata(pub: Publication, day: str, restored_from: str | None, as
 
 @dg.op(out=dg.Out(dict, description="publication_id, window and the restored partitions (rows, controls, sha256)"))
 def rollback_range(context: dg.OpExecutionContext, config: RollbackConfig,
-                   warehouse: Warehouse) -> Iterator[dg.AssetMaterialization | dg.Output]:
+                   warehouse: Warehouse) -> Iterator[dg.DagsterEvent | dg.Output]:
     """Restore an earlier publication of every partition in [start, end], in one atomic commit; record a
     materialization of staged, fact and mart for each restored partition, so the UI shows the restored version."""
     progress = Progress(context.log.info, rollback_mod.header(config.start, config.end),
@@ -101,7 +101,7 @@ def rollback_range(context: dg.OpExecutionContext, config: RollbackConfig,
 
 
 def _roll_back_and_report(context: dg.OpExecutionContext, config: RollbackConfig, warehouse: Warehouse,
-                          progress: Progress) -> Iterator[dg.AssetMaterialization | dg.Output]:
+                          progress: Progress) -> Iterator[dg.DagsterEvent | dg.Output]:
     pub = rollback_mod.rollback(warehouse, config.start, config.end, config.reason, context.run.run_id,
                                 config.to_publication, progress,
                                 capacity.GiveWay(context.instance, warehouse.settings.backfill_give_way_s))
@@ -114,13 +114,13 @@ def _roll_back_and_report(context: dg.OpExecutionContext, config: RollbackConfig
     notice = notice if notice.exists() else None
     newest = max(pub.after)
     progress.writing_events(f"{len(RESTORED_ASSETS) * len(pub.after):,} partition materializations")
-    for day in sorted(pub.after):
-        for asset in RESTORED_ASSETS:
-            yield dg.AssetMaterialization(
-                asset_key=list(asset), partition=day,
-                description=f"Rolled back to {restored.get(day)}" + (
-                    f" by {pub.publication_id} ({pub.window}): {config.reason}" if day == newest else ""),
-                metadata=_restored_metadata(pub, day, restored.get(day), asset, notice, day == newest))
+    yield from event_storage.batched(context, [
+        dg.AssetMaterialization(
+            asset_key=list(asset), partition=day,
+            description=f"Rolled back to {restored.get(day)}" + (
+                f" by {pub.publication_id} ({pub.window}): {config.reason}" if day == newest else ""),
+            metadata=_restored_metadata(pub, day, restored.get(day), asset, notice, day == newest))
+        for day in sorted(pub.after) for asset in RESTORED_ASSETS])
     progress.done("events", f"{len(RESTORED_ASSETS) * len(pub.after):,} partition materializations "
                             f"({len(pub.after)} day(s) x {len(RESTORED_ASSETS)} assets)")
     yield dg.Output({"publication_id": pub.publication_id, "window": str(pub.window),

@@ -172,3 +172,40 @@ def test_a_refused_run_marks_its_partitions_failed_as_dagsters_own_storage_does(
     stock, shipped, _, _, _ = _run_twice(env, homes, monkeypatch, damage)
     assert "2026-09-05" in shipped["raw/order_lines failed or in progress"], shipped
     assert shipped == stock
+
+
+def test_a_rollbacks_materializations_are_stored_as_one_batch(env, tmp_path: Path, monkeypatch) -> None:
+    """The rollback job's materializations (a day x three assets) reach the shipped storage as batches, as a ranged
+    asset run's do, not one event (and two SQLite connections) each: a year's 1,095 took 8.8 s one by one. What
+    the UI reads back is each restored partition, with its own metadata."""
+    monkeypatch.delenv(event_storage.BATCH_SIZE_ENV, raising=False)
+    with dg.DagsterInstance.from_config(str(_home(tmp_path / "home", shipped=True))) as instance:
+        assert run_chain(instance, START, END).success
+        assert run_chain(instance, START, END, {"dagster/backfill": "bf-rederive", "atlasmart/rederive": "r"}).success
+        storage = instance.event_log_storage
+        alone: list[str] = []
+        batches: list[list[str]] = []
+        store_event, store_event_batch = storage.store_event, storage.store_event_batch
+
+        def one(event):  # type: ignore[no-untyped-def]
+            alone.append(event.dagster_event_type.value if event.dagster_event_type else "log")
+            return store_event(event)
+
+        def batch(events):  # type: ignore[no-untyped-def]
+            batches.append([e.dagster_event_type.value for e in events])
+            return store_event_batch(events)
+
+        monkeypatch.setattr(storage, "store_event", one)
+        monkeypatch.setattr(storage, "store_event_batch", batch)
+        result = defs.resolve_job_def("rollback_job").execute_in_process(
+            instance=instance, run_config={"ops": {"rollback_range": {"config": {
+                "start": START, "end": END, "reason": "batched"}}}})
+        assert result.success
+        assert "ASSET_MATERIALIZATION" not in alone, Counter(alone)
+        assert sum(len(b) for b in batches) == 3 * 10 and all(set(b) == {"ASSET_MATERIALIZATION"} for b in batches)
+        key = dg.AssetKey(["fact", "fct_order_lines"])
+        records = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key, storage_ids=None),
+                                                  limit=100).records
+        mine = [r for r in records if r.run_id == result.run_id]
+        assert sorted(r.partition_key for r in mine) == [f"2026-09-{d:02d}" for d in range(1, 11)]
+        assert all(r.asset_materialization.metadata["restored_from"] for r in mine)

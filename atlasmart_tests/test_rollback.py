@@ -248,6 +248,53 @@ def test_a_long_rollback_restores_a_chunk_of_days_per_hold_every_day_as_it_was(e
     real_give_way = capacity.GiveWay.__call__
     monkeypatch.setattr(capacity.GiveWay, "__call__", lambda self: gave_way.append(real_give_way(self)) or 0.0)
     assert _rollback_run(instance, days[0], days[-1], "back before the late batches").success
-    assert len(gave_way) >= 4 + 4 + 1, "each restore chunk, each chunk written ahead and the commit"
+    # Every day's rows are in the version store: only the first chunk of the write ahead holds (it records the
+    # pending publish), the others write no line.
+    assert len(gave_way) >= 4 + 1 + 1, "each restore chunk, the write ahead's hold and the commit"
     assert {d: (env.published_dir / f"partition={d}.json").read_bytes() for d in days} == first
     assert state.table_rows(env, "(select * from fact.fct_order_lines order by all)") == rows_first
+
+
+def _rows_stored_by_rollbacks(env) -> int:
+    return state.table_rows(env, "(select count(*) from versions.staged_order_lines "
+                                 "where publication_id like 'rol-%')")[0][0]
+
+
+def _stored_as(env) -> dict[str, str]:
+    return dict(state.table_rows(env, "(select partition_date::varchar, stored_as from audit.day_versions "
+                                      "join audit.current_publications using (partition_date, publication_id))"))
+
+
+def test_a_rollback_points_at_the_rows_the_version_store_holds_and_writes_none(env, instance, monkeypatch) -> None:
+    """The version a rollback restores has its rows in the version store: the rollback's days point at them (a
+    year's rollback copied 7.3 million rows into scratch and wrote them back, 8-10 s), so it writes no line, and
+    every day reads byte for byte as it was. Those rows outlive the version that stored them: past retention (one
+    version kept), they stay for the rollback that points at them, and a rollback back to that one reads them."""
+    monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "5")
+    monkeypatch.setenv("ATLASMART_RETAIN_VERSIONS", "1")
+    days = [f"2026-09-{k:02d}" for k in range(1, 13)]
+    assert run_chain(instance, days[0], days[-1]).success
+    first = {d: (env.published_dir / f"partition={d}.json").read_bytes() for d in days}
+    rows_first = state.table_rows(env, "(select * from fact.fct_order_lines)")
+    first_stored = _stored_as(env)
+    for day in days:
+        generate.late_delta(env.raw_dir, dt.date.fromisoformat(day), f"B-{day}-02")
+    assert run_chain(instance, days[0], days[-1], {"dagster/backfill": "bf-late"}).success
+    assert all((env.published_dir / f"partition={d}.json").read_bytes() != b for d, b in first.items())
+
+    assert _rollback_run(instance, days[0], days[-1], "back before the late batches").success
+    assert _rows_stored_by_rollbacks(env) == 0, "a rollback writes no line into the version store"
+    assert _stored_as(env) == first_stored and len(first_stored) == len(days)
+    assert {d: (env.published_dir / f"partition={d}.json").read_bytes() for d in days} == first
+    assert state.table_rows(env, "(select * from fact.fct_order_lines)") == rows_first
+
+    # A later publication: the first load's is past retention (one kept before the current, the rollback's), and
+    # the late batches' rows are dropped; the first load's stay, read by the rollback.
+    for day in days:
+        generate.late_delta(env.raw_dir, dt.date.fromisoformat(day), f"B-{day}-03")
+    assert run_chain(instance, days[0], days[-1], {"dagster/backfill": "bf-later"}).success
+    assert {d: (env.published_dir / f"partition={d}.json").read_bytes() for d in days} != first
+    assert _rollback_run(instance, days[0], days[-1], "back to the rollback").success
+    assert _rows_stored_by_rollbacks(env) == 0 and _stored_as(env) == first_stored
+    assert {d: (env.published_dir / f"partition={d}.json").read_bytes() for d in days} == first
+    assert state.table_rows(env, "(select * from fact.fct_order_lines)") == rows_first

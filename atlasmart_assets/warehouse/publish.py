@@ -172,21 +172,24 @@ def collect_abandoned(wh: Warehouse, run_finished: Callable[[str], bool],
 
 def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_version: str,
             after: dict[str, DayCandidate], expected: dict[str, Current] | None, *, kind: str = "publish",
-            restored: dict[str, str] | None = None, stats: LockStats | None = None,
-            give_way: GiveWay | None = None, on_chunk: OnChunk | None = None) -> Publication:
+            restored: dict[str, str] | None = None, stored: dict[str, str] | None = None,
+            stats: LockStats | None = None, give_way: GiveWay | None = None,
+            on_chunk: OnChunk | None = None) -> Publication:
     """Publish staged, fact and mart for the whole window in ONE commit, with the ledger and the prior version;
     then swap the extracts in. A window longer than one chunk (ATLASMART_CHUNK_DAYS) has its staged and fact rows
     written ahead into the version store, so its commit moves the ledger's pointers (and the small mart) rather
     than rows, and retention follows the commit; a window of one chunk (today's load) does all of it in the
     commit, one hold. `expected` is what the audit compared against: if another publisher moved a partition
-    since, nothing is published. `give_way` (a backfill's) is called before each hold of a long write, `on_chunk`
-    (k, n, days, how many of them were written) after each chunk of the write ahead."""
+    since, nothing is published. `stored` (a rollback's): days whose rows the version store holds already (-> the
+    publication that stored them), pointed at rather than written. `give_way` (a backfill's) is called before each
+    hold of a long write, `on_chunk` (k, n, days, how many of them were written) after each chunk of the write
+    ahead."""
     cfg = wh.settings
     pub_id = ledger.new_publication_id(kind)
     parts = window.split(cfg.chunk_days)
     ahead = len(parts) > 1
     # Decided on what the audit compared against: if a day moved since, the commit refuses.
-    reuse = ledger.reused(expected or {}, after)
+    reuse = {**ledger.reused(expected or {}, after), **(stored or {})}
     texts = {p: c.extract_json for p, c in after.items()}
     committed = commit_began = False
     try:
@@ -272,9 +275,12 @@ def _commit(con: duckdb.DuckDBPyConnection, pub_id: str, kind: str, run: RunInfo
 
 def restore_candidates(wh: Warehouse, scratch: Path, window: Window, targets: dict[str, str] | None = None,
                        give_way: GiveWay | None = None
-                       ) -> tuple[dict[str, DayCandidate], dict[str, str], dict[str, Current]]:
-    """The versions named by `targets` (default: the one each partition's current publication superseded),
-    copied into scratch as candidates; `give_way` is called before each chunk's hold."""
+                       ) -> tuple[dict[str, DayCandidate], dict[str, str], dict[str, Current], dict[str, str]]:
+    """The versions named by `targets` (default: the one each partition's current publication superseded) as
+    candidates: the ledger's figures, and the days whose rows the version store holds (-> the publication that
+    stored them), which the publish points at rather than writes again. Only the mart's rows, and the versioned
+    rows of a day stored before the store recorded where (no day_versions row), are copied into scratch;
+    `give_way` is called before each chunk's hold."""
     with wh.writer() as con:
         now = ledger.current(con, window)
         if targets is None:
@@ -303,25 +309,31 @@ def restore_candidates(wh: Warehouse, scratch: Path, window: Window, targets: di
         if gone:
             raise ValueError(f"cannot roll back {window}: the earlier versions of {window_label(gone)} are past retention")
         after = {p: ledger.day_candidate(r) for p, r in found.items()}
-    _restore_rows(wh, scratch, window, targets, give_way)
-    return after, targets, now
+        stored = {r[0].isoformat(): r[1] for r in con.execute(
+            "select partition_date, stored_as from audit.day_versions join targets using (partition_date, "
+            "publication_id) where stored_as is not null").fetchall()}
+    _restore_rows(wh, scratch, window, targets, stored, give_way)
+    return after, targets, now, stored
 
 
-def _restore_rows(wh: Warehouse, scratch: Path, window: Window, targets: dict[str, str],
+def _restore_rows(wh: Warehouse, scratch: Path, window: Window, targets: dict[str, str], stored: dict[str, str],
                   give_way: GiveWay | None) -> None:
-    """The rows of the versions `targets` names, copied into scratch as candidates a chunk of days per hold (a
-    year's in one hold held the warehouse 8.2 s, today's load waiting behind it); those waiting on the lock go
-    between chunks. A day republished meanwhile is refused by the publish, which compares against `now`."""
+    """The rows of the versions `targets` names that the publish needs in scratch (the mart's, and a versioned
+    layer's of the days not in `stored`), copied as candidates a chunk of days per hold (a year's in one hold held
+    the warehouse 8.2 s, today's load waiting behind it); those waiting on the lock go between chunks. A day
+    republished meanwhile is refused by the publish, which compares against `now`."""
     for k, part in enumerate(window.split(wh.settings.chunk_days)):
         _next_hold(wh, give_way, None, first=k == 0)
         with wh.writer() as con:
             ledger.versions_table(con, "targets", {p: targets[p] for p in part.keys if p in targets})
+            ledger.versions_table(con, "unstored", {p: targets[p] for p in part.keys
+                                                    if p in targets and p not in stored})
             attach(con, scratch, "s")
             con.execute("create schema if not exists s.candidate")
             for layer in ledger.LAYERS:
                 cols = ", ".join(f"h.{c}" for c in layer.columns)
                 # A version may read rows an earlier publication stored: the store is found by version number.
-                source = (f"{layer.store} h join (select partition_date, version from targets join "
+                source = (f"{layer.store} h join (select partition_date, version from unstored join "
                           "audit.ledger_versions using (partition_date, publication_id)) "
                           "using (partition_date, version)" if layer.store else
                           f"{layer.history} h join targets using (partition_date, publication_id)")
