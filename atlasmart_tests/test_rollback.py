@@ -240,17 +240,28 @@ def test_a_long_rollback_restores_a_chunk_of_days_per_hold_every_day_as_it_was(e
 
     monkeypatch.setattr(Warehouse, "writer", counted)
     window = Window.of(days[0], days[-1])
-    restore_candidates(Warehouse(), env.scratch_dir / "probe.duckdb", window, rollback.targets(Warehouse(), window, None))
-    assert len(holds) == 1 + 4, "the checks in one hold, then one per chunk of 5 days"
+    targets = rollback.targets(Warehouse(), window, None)
+    restore_candidates(Warehouse(), env.scratch_dir / "probe.duckdb", window, targets)
+    assert len(holds) == 1 + 1, "the checks in one hold, then the mart's rows in one: the lines are stored"
+    # Versions stored before the store recorded where (no day_versions row) have their lines copied: one chunk of
+    # 5 days per hold.
+    with Warehouse().writer() as con:
+        con.execute("create temp table t as select unnest($d::date[]) as partition_date, unnest($p) as publication_id",
+                    {"d": sorted(targets), "p": [targets[d] for d in sorted(targets)]})
+        con.execute("delete from audit.day_versions using t where day_versions.partition_date = t.partition_date "
+                    "and day_versions.publication_id = t.publication_id")
+    holds.clear()
+    *_, stored = restore_candidates(Warehouse(), env.scratch_dir / "probe2.duckdb", window, targets)
+    assert not stored and len(holds) == 1 + 4, "the checks in one hold, then one per chunk of 5 days"
 
     # Like a backfill's, each of its chunk holds first gives way to today's load (none runs here: no wait).
     gave_way: list[float] = []
     real_give_way = capacity.GiveWay.__call__
     monkeypatch.setattr(capacity.GiveWay, "__call__", lambda self: gave_way.append(real_give_way(self)) or 0.0)
     assert _rollback_run(instance, days[0], days[-1], "back before the late batches").success
-    # Every day's rows are in the version store: only the first chunk of the write ahead holds (it records the
-    # pending publish), the others write no line.
-    assert len(gave_way) >= 4 + 1 + 1, "each restore chunk, the write ahead's hold and the commit"
+    # Every day's lines were copied (no day_versions row to point at): each restore chunk and each chunk written
+    # ahead gives way first, and the commit.
+    assert len(gave_way) >= 4 + 4 + 1, "each restore chunk, each chunk written ahead and the commit"
     assert {d: (env.published_dir / f"partition={d}.json").read_bytes() for d in days} == first
     assert state.table_rows(env, "(select * from fact.fct_order_lines order by all)") == rows_first
 

@@ -319,10 +319,12 @@ def restore_candidates(wh: Warehouse, scratch: Path, window: Window, targets: di
 def _restore_rows(wh: Warehouse, scratch: Path, window: Window, targets: dict[str, str], stored: dict[str, str],
                   give_way: GiveWay | None) -> None:
     """The rows of the versions `targets` names that the publish needs in scratch (the mart's, and a versioned
-    layer's of the days not in `stored`), copied as candidates a chunk of days per hold (a year's in one hold held
-    the warehouse 8.2 s, today's load waiting behind it); those waiting on the lock go between chunks. A day
-    republished meanwhile is refused by the publish, which compares against `now`."""
-    for k, part in enumerate(window.split(wh.settings.chunk_days)):
+    layer's of the days not in `stored`), copied as candidates a chunk of days per hold (a year's lines in one hold
+    held the warehouse 8.2 s, today's load waiting behind it); those waiting on the lock go between chunks. The mart
+    alone (15 rows a day) is one hold. A day republished meanwhile is refused by the publish, which compares
+    against `now`."""
+    copies_lines = any(p not in stored for p in targets)
+    for k, part in enumerate(window.split(wh.settings.chunk_days) if copies_lines else [window]):
         _next_hold(wh, give_way, None, first=k == 0)
         with wh.writer() as con:
             ledger.versions_table(con, "targets", {p: targets[p] for p in part.keys if p in targets})
