@@ -11,7 +11,8 @@ from atlasmart_assets import capacity, cli, generate, lab, rollback
 from atlasmart_assets.definitions import defs
 from atlasmart_assets.lab import run_chain
 from atlasmart_assets.resources import Warehouse
-from atlasmart_assets.warehouse.publish import restore_candidates
+from atlasmart_assets.warehouse import publish as publish_mod
+from atlasmart_assets.warehouse.publish import PublishConflict, restore_candidates
 from atlasmart_assets.window import Window
 from atlasmart_tests import state
 
@@ -216,11 +217,13 @@ def test_a_rollback_of_a_mistyped_window_is_refused_in_a_few_words(env, instance
     assert max(sizes) < 16 * 1024, sorted(sizes)[-3:]
 
 
-def test_a_long_rollback_restores_a_chunk_of_days_per_hold_every_day_as_it_was(env, instance, monkeypatch) -> None:
-    """A rollback reads the restored versions a chunk of days per warehouse hold (a year's in one hold held it
-    8.2 s): over 19 days in chunks of 5, the restore takes one hold for its checks and one per chunk, each chunk
-    after giving way to today's load, and every day's extract and fact rows are the earlier version's, byte for
-    byte."""
+def test_a_long_rollback_holds_the_warehouse_briefly_and_restores_every_day_as_it_was(env, instance,
+                                                                                       monkeypatch) -> None:
+    """A rollback copies no line (a year's copied in one hold held the warehouse 8.2 s; in chunks, 25 holds): over
+    19 days in chunks of 5, the restore takes one hold for its checks and one for the mart's rows, each of its
+    holds after giving way to today's load, and every day's extract and fact rows are the earlier version's, byte
+    for byte. A version stored before the store recorded where (no day_versions row) owns its rows, and is pointed
+    at the same way."""
     days = [f"2026-09-{k:02d}" for k in range(1, 20)]
     assert run_chain(instance, days[0], days[-1]).success
     first = {d: (env.published_dir / f"partition={d}.json").read_bytes() for d in days}
@@ -241,27 +244,23 @@ def test_a_long_rollback_restores_a_chunk_of_days_per_hold_every_day_as_it_was(e
     monkeypatch.setattr(Warehouse, "writer", counted)
     window = Window.of(days[0], days[-1])
     targets = rollback.targets(Warehouse(), window, None)
-    restore_candidates(Warehouse(), env.scratch_dir / "probe.duckdb", window, targets)
-    assert len(holds) == 1 + 1, "the checks in one hold, then the mart's rows in one: the lines are stored"
-    # Versions stored before the store recorded where (no day_versions row) have their lines copied: one chunk of
-    # 5 days per hold.
-    with Warehouse().writer() as con:
+    *_, stored = restore_candidates(Warehouse(), env.scratch_dir / "probe.duckdb", window, targets)
+    assert stored == targets and len(holds) == 1 + 1, "the checks in one hold, then the mart's rows in one"
+    with Warehouse().writer() as con:  # the first load's versions as an older release left them
         con.execute("create temp table t as select unnest($d::date[]) as partition_date, unnest($p) as publication_id",
                     {"d": sorted(targets), "p": [targets[d] for d in sorted(targets)]})
         con.execute("delete from audit.day_versions using t where day_versions.partition_date = t.partition_date "
                     "and day_versions.publication_id = t.publication_id")
-    holds.clear()
     *_, stored = restore_candidates(Warehouse(), env.scratch_dir / "probe2.duckdb", window, targets)
-    assert not stored and len(holds) == 1 + 4, "the checks in one hold, then one per chunk of 5 days"
+    assert stored == targets
 
-    # Like a backfill's, each of its chunk holds first gives way to today's load (none runs here: no wait).
+    # Like a backfill's, each of its holds first gives way to today's load (none runs here: no wait).
     gave_way: list[float] = []
     real_give_way = capacity.GiveWay.__call__
     monkeypatch.setattr(capacity.GiveWay, "__call__", lambda self: gave_way.append(real_give_way(self)) or 0.0)
     assert _rollback_run(instance, days[0], days[-1], "back before the late batches").success
-    # Every day's lines were copied (no day_versions row to point at): each restore chunk and each chunk written
-    # ahead gives way first, and the commit.
-    assert len(gave_way) >= 4 + 4 + 1, "each restore chunk, each chunk written ahead and the commit"
+    assert len(gave_way) >= 3, "the restore's hold, the write ahead's and the commit's"
+    assert _rows_stored_by_rollbacks(env) == 0
     assert {d: (env.published_dir / f"partition={d}.json").read_bytes() for d in days} == first
     assert state.table_rows(env, "(select * from fact.fct_order_lines order by all)") == rows_first
 
@@ -309,3 +308,67 @@ def test_a_rollback_points_at_the_rows_the_version_store_holds_and_writes_none(e
     assert _rows_stored_by_rollbacks(env) == 0 and _stored_as(env) == first_stored
     assert {d: (env.published_dir / f"partition={d}.json").read_bytes() for d in days} == first
     assert state.table_rows(env, "(select * from fact.fct_order_lines)") == rows_first
+
+
+def test_a_rollback_whose_versions_went_past_retention_since_it_read_them_is_refused(env, instance,
+                                                                                      monkeypatch) -> None:
+    """A long publish prunes after its commit, in a hold of its own: between a rollback's restore (which found its
+    version retained) and its commit, that prune may drop the version's rows. The rollback then refuses at its
+    commit, and nothing changes (before, it pointed at the dropped rows: every restored day empty; a review's
+    reproduction)."""
+    monkeypatch.setenv("ATLASMART_RETAIN_VERSIONS", "1")
+    monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "1")  # every publish below is written ahead: its prune follows
+    days = ["2026-09-18", "2026-09-19", "2026-09-20"]
+    assert run_chain(instance, days[0], days[-1]).success
+    [(first,)] = state.table_rows(env, "(select distinct publication_id from audit.current_publications)")
+    for tag in ("02", "03"):
+        for day in days:
+            generate.late_delta(env.raw_dir, dt.date.fromisoformat(day), f"B-{day}-{tag}")
+        if tag == "02":
+            assert run_chain(instance, days[0], days[-1], {"dagster/backfill": "bf-02"}).success
+    deferred: list[tuple] = []
+    real_prune = publish_mod._prune
+    monkeypatch.setattr(publish_mod, "_prune", lambda *a: deferred.append(a))
+    assert run_chain(instance, days[0], days[-1], {"dagster/backfill": "bf-03"}).success  # its prune deferred
+    monkeypatch.setattr(publish_mod, "_prune", real_prune)
+    assert deferred and deferred[0][1]
+    real_publish = rollback.publish
+    seen: list[dict] = []
+
+    def publish_after_the_prune(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - the function it wraps
+        for a in deferred:  # the other publish's prune takes the warehouse between the restore and the commit
+            real_prune(*a)
+        seen.append(state.snapshot(env))
+        return real_publish(*args, **kwargs)
+
+    monkeypatch.setattr(rollback, "publish", publish_after_the_prune)
+    with pytest.raises(PublishConflict, match="went past retention"):
+        rollback.rollback(Warehouse(), days[0], days[-1], "back to the first load", "run-race", to_publication=first)
+    assert seen and state.snapshot(env) == seen[0]
+
+
+def test_a_rollback_to_a_version_whose_fact_rows_predate_the_derived_fact_restores_them(env, capsys) -> None:
+    """A release before migration 008 stored the fact's rows of each version; migrated, they are kept where the
+    fact cannot be derived from staged lines. A rollback to such a version restores its fact as it was (a review
+    found it published an empty fact: the rows were copied, and only staged lines are written)."""
+    from atlasmart_tests.test_version_store import _release_with_stored_fact
+
+    env.data_dir.mkdir(parents=True)
+    con = _release_with_stored_fact(env.warehouse_path)
+    con.execute("insert into audit.publications (seq, publication_id, partition_date, kind, published_at, changed, "
+                "extract_json, rows_after) values (0, 'pub-0', '2026-09-19', 'publish', now(), true, '{}', 2)")
+    con.execute("update audit.publications set prev_publication_id = 'pub-0' where publication_id = 'pub-a' "
+                "and partition_date = '2026-09-19'")
+    con.execute("insert into audit.version_numbers values ('pub-0', 0)")
+    con.execute("insert into versions.fct_order_lines select * replace ('pub-0' as publication_id, 0 as version, "
+                "gmv + 1 as gmv) from versions.fct_order_lines where partition_date = '2026-09-19'")
+    con.execute("select nextval('audit.version_seq') from range(3)").fetchall()
+    con.execute("select nextval('audit.publication_seq') from range(5)").fetchall()
+    con.execute("update audit.publications set controls_after = '[2, 2, 6, 1, 1, 1]', sha256_after = 'x'")
+    con.close()
+    assert cli.main(["migrate"]) == 0
+    earlier = state.table_rows(env, "(select * exclude (publication_id) from history.fct_order_lines)")
+    assert len(earlier) == 2
+    env.scratch_dir.mkdir(parents=True, exist_ok=True)
+    rollback.rollback(Warehouse(), "2026-09-19", None, "to pub-0", "run-pre-008")
+    assert state.table_rows(env, "fact.fct_order_lines", "partition_date = '2026-09-19'") == earlier

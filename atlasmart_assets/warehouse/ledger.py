@@ -279,6 +279,13 @@ def _keep(con: duckdb.DuckDBPyConnection, retain: int, window: Window) -> None:
         {**window.params, "retain": retain + 1})
 
 
+def retained(con: duckdb.DuckDBPyConnection, retain: int, window: Window) -> set[tuple[str, str]]:
+    """(day, publication id) of every version of the window retention keeps: each day's current one and the
+    `retain` before it."""
+    _keep(con, retain, window)
+    return {(r[0].isoformat(), r[1]) for r in con.execute("select partition_date, publication_id from keep").fetchall()}
+
+
 def prune_history(con: duckdb.DuckDBPyConnection, retain: int, window: Window) -> set[str]:
     """Drop superseded mart rows beyond the retention setting (in the commit: they are few); returns the latest
     `retain` publication ids overall (the extract versions worth keeping on disk)."""

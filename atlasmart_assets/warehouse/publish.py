@@ -47,6 +47,19 @@ def _refuse_if_moved(before: dict[str, Current], expected: dict[str, Current], d
                               "nothing was published, re-run to audit against the new publication")
 
 
+def _refuse_if_past_retention(con: duckdb.DuckDBPyConnection, restored: dict[str, str], retain: int,
+                              window: Window) -> None:
+    """Refuse a rollback whose versions went past retention since it read them: a publish that committed meanwhile
+    pruned their mart rows at its commit and drops their lines once nothing points at them, so the rollback would
+    point at rows that are gone (it reads them before its commit, in other holds)."""
+    kept = ledger.retained(con, retain, window)
+    gone = sorted(p for p, pub in restored.items() if (p, pub) not in kept)
+    if gone:
+        raise PublishConflict(f"the versions to restore of {window_label(gone)} went past retention "
+                              f"(ATLASMART_RETAIN_VERSIONS={retain}) since this rollback read them: a publication "
+                              "committed meanwhile; nothing was published, roll back again from what is current")
+
+
 def _refuse_if_abandoned(con: duckdb.DuckDBPyConnection, pub_id: str) -> None:
     if not ledger.may_write(con, pub_id):
         raise PublishConflict(f"publication {pub_id} was taken for abandoned (another correction found its run "
@@ -207,6 +220,8 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
                 _refuse_if_moved(before, expected, sorted(set(before) | set(expected)))
             if ahead:
                 _refuse_if_abandoned(con, pub_id)
+            if restored:
+                _refuse_if_past_retention(con, restored, cfg.retain_versions, window)
             extracts.complete(cfg, pub_id, texts)
             failpoint("staged_extracts")
             attach(con, scratch, "s")
@@ -278,9 +293,9 @@ def restore_candidates(wh: Warehouse, scratch: Path, window: Window, targets: di
                        ) -> tuple[dict[str, DayCandidate], dict[str, str], dict[str, Current], dict[str, str]]:
     """The versions named by `targets` (default: the one each partition's current publication superseded) as
     candidates: the ledger's figures, and the days whose rows the version store holds (-> the publication that
-    stored them), which the publish points at rather than writes again. Only the mart's rows, and the versioned
-    rows of a day stored before the store recorded where (no day_versions row), are copied into scratch;
-    `give_way` is called before each chunk's hold."""
+    stored them), which the publish points at rather than writes again. Only the mart's rows are copied into
+    scratch (and a versioned layer's of a day whose version reads none); `give_way` is called before each chunk's
+    hold."""
     with wh.writer() as con:
         now = ledger.current(con, window)
         if targets is None:
@@ -309,9 +324,12 @@ def restore_candidates(wh: Warehouse, scratch: Path, window: Window, targets: di
         if gone:
             raise ValueError(f"cannot roll back {window}: the earlier versions of {window_label(gone)} are past retention")
         after = {p: ledger.day_candidate(r) for p, r in found.items()}
+        # A version stored before the store recorded where (no day_versions row) owns its rows, as
+        # audit.ledger_versions reads it (its fact may be rows kept from before the fact was derived).
         stored = {r[0].isoformat(): r[1] for r in con.execute(
-            "select partition_date, stored_as from audit.day_versions join targets using (partition_date, "
-            "publication_id) where stored_as is not null").fetchall()}
+            "select t.partition_date, case when d.publication_id is null then t.publication_id else d.stored_as end "
+            "from targets as t left join audit.day_versions as d using (partition_date, publication_id)").fetchall()
+            if r[1] is not None}
     _restore_rows(wh, scratch, window, targets, stored, give_way)
     return after, targets, now, stored
 
