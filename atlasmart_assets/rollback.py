@@ -14,7 +14,7 @@ from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunInfo
 from atlasmart_assets.warehouse.connection import GiveWay
 from atlasmart_assets.warehouse.ledger import Publication
-from atlasmart_assets.warehouse.publish import publish, restore_candidates
+from atlasmart_assets.warehouse.publish import PublishConflict, publish, restore_candidates
 from atlasmart_assets.window import Window
 
 
@@ -28,6 +28,11 @@ def _row(con: duckdb.DuckDBPyConnection, partition: str, pub_id: str) -> tuple[s
 
 def targets(wh: Warehouse, window: Window, to_publication: str | None) -> dict[str, str]:
     """Which publication each partition of the window is restored to."""
+    return _targets(wh, window, to_publication)[0]
+
+
+def _targets(wh: Warehouse, window: Window, to_publication: str | None) -> tuple[dict[str, str], dict[str, str]]:
+    """Which publication each partition of the window is restored to, and the current one it was chosen from."""
     with wh.reader() as con:
         now = dict(con.execute("select partition_date::varchar, publication_id from audit.current_publications "
                                "where partition_date between $start and $end", window.params).fetchall())
@@ -37,7 +42,7 @@ def targets(wh: Warehouse, window: Window, to_publication: str | None) -> dict[s
         if to_publication:
             for p in window.keys:
                 _row(con, p, to_publication)
-            return {p: to_publication for p in window.keys}
+            return {p: to_publication for p in window.keys}, now
         out = {}
         for p in window.keys:
             _, restored_from, _ = _row(con, p, now[p])
@@ -47,7 +52,7 @@ def targets(wh: Warehouse, window: Window, to_publication: str | None) -> dict[s
                 raise ValueError(f"cannot roll back {window}: partition {p} shows its first publication ({shown}); "
                                  "there is nothing earlier to restore")
             out[p] = prev
-        return out
+        return out, now
 
 
 REASON_MAX_CHARS = 1000
@@ -86,7 +91,7 @@ def _rollback(wh: Warehouse, start: str, end: str | None, reason: str, run_id: s
                          "have (it goes into the ledger, the notice, the Slack message and the run's events): say "
                          "why in short and point to the rest (an incident link, say)")
     window = Window.of(start, end)
-    chosen = targets(wh, window, to_publication)
+    chosen, chosen_from = _targets(wh, window, to_publication)
     progress.done("targets", f"{len(chosen)} partition(s), to {len(set(chosen.values()))} earlier publication(s)")
     scratch = wh.scratch_path(run_id)
 
@@ -96,6 +101,11 @@ def _rollback(wh: Warehouse, start: str, end: str | None, reason: str, run_id: s
 
     try:
         after, restored, now, stored = restore_candidates(wh, scratch, window, chosen, give_way)
+        # The targets were chosen in a read of their own: a day published since then would be rolled back past.
+        moved = sorted(p for p, pub in chosen_from.items() if p not in now or now[p].publication_id != pub)
+        if moved:
+            raise PublishConflict(f"partitions {window_label(moved)} were published since this rollback chose what "
+                                  "to restore; nothing was published, roll back again from what is current")
         progress.done("restore", f"{sum(c.rows for c in after.values()):,} rows of {len(after)} partition(s): "
                                  f"{len(stored)} pointed at where the version store holds them, "
                                  f"{len(after) - len(stored)} copied from it")

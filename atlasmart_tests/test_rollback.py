@@ -310,12 +310,12 @@ def test_a_rollback_points_at_the_rows_the_version_store_holds_and_writes_none(e
     assert state.table_rows(env, "(select * from fact.fct_order_lines)") == rows_first
 
 
-def test_a_rollback_whose_versions_went_past_retention_since_it_read_them_is_refused(env, instance,
-                                                                                      monkeypatch) -> None:
-    """A long publish prunes after its commit, in a hold of its own: between a rollback's restore (which found its
-    version retained) and its commit, that prune may drop the version's rows. The rollback then refuses at its
-    commit, and nothing changes (before, it pointed at the dropped rows: every restored day empty; a review's
-    reproduction)."""
+def test_a_rollback_to_a_version_a_publish_put_past_retention_is_refused_before_that_prune_runs(
+        env, instance, monkeypatch) -> None:
+    """A long publish prunes after its commit, in a hold of its own. A rollback between the two, to a version that
+    commit put past retention, still found its lines, but its mart rows were gone, and the prune would drop the
+    lines it then pointed at (a review's reproduction: every restored day empty). It is refused where the restore
+    reads, by retention as the commit counts it, and nothing changes."""
     monkeypatch.setenv("ATLASMART_RETAIN_VERSIONS", "1")
     monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "1")  # every publish below is written ahead: its prune follows
     days = ["2026-09-18", "2026-09-19", "2026-09-20"]
@@ -332,19 +332,10 @@ def test_a_rollback_whose_versions_went_past_retention_since_it_read_them_is_ref
     assert run_chain(instance, days[0], days[-1], {"dagster/backfill": "bf-03"}).success  # its prune deferred
     monkeypatch.setattr(publish_mod, "_prune", real_prune)
     assert deferred and deferred[0][1]
-    real_publish = rollback.publish
-    seen: list[dict] = []
-
-    def publish_after_the_prune(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - the function it wraps
-        for a in deferred:  # the other publish's prune takes the warehouse between the restore and the commit
-            real_prune(*a)
-        seen.append(state.snapshot(env))
-        return real_publish(*args, **kwargs)
-
-    monkeypatch.setattr(rollback, "publish", publish_after_the_prune)
-    with pytest.raises(PublishConflict, match="went past retention"):
+    before = state.snapshot(env)
+    with pytest.raises(ValueError, match="past retention"):
         rollback.rollback(Warehouse(), days[0], days[-1], "back to the first load", "run-race", to_publication=first)
-    assert seen and state.snapshot(env) == seen[0]
+    assert state.snapshot(env) == before
 
 
 def test_a_rollback_to_a_version_whose_fact_rows_predate_the_derived_fact_restores_them(env, capsys) -> None:
@@ -372,3 +363,51 @@ def test_a_rollback_to_a_version_whose_fact_rows_predate_the_derived_fact_restor
     env.scratch_dir.mkdir(parents=True, exist_ok=True)
     rollback.rollback(Warehouse(), "2026-09-19", None, "to pub-0", "run-pre-008")
     assert state.table_rows(env, "fact.fct_order_lines", "partition_date = '2026-09-19'") == earlier
+
+
+def test_a_version_past_retention_is_refused_by_the_restore_even_where_a_rollback_keeps_its_lines(
+        env, instance, monkeypatch) -> None:
+    """A version older than day_versions owns its rows; a rollback pointing at it keeps its lines past its
+    retention, but not its mart rows. Rolling back to it once it is past retention is refused where the restore
+    checks, before any work, as past retention (a review found it passed there and the commit refused it, naming
+    a publication committed meanwhile that never was)."""
+    monkeypatch.setenv("ATLASMART_RETAIN_VERSIONS", "1")
+    days = ["2026-09-18", "2026-09-19"]
+    assert run_chain(instance, days[0], days[-1]).success
+    [(first,)] = state.table_rows(env, "(select distinct publication_id from audit.current_publications)")
+    with Warehouse().writer() as con:  # the first load as an older release left it
+        con.execute("delete from audit.day_versions where publication_id = $p", {"p": first})
+    for tag in ("02", "03"):
+        for day in days:
+            generate.late_delta(env.raw_dir, dt.date.fromisoformat(day), f"B-{day}-{tag}")
+        assert run_chain(instance, days[0], days[-1], {"dagster/backfill": f"bf-{tag}"}).success
+        if tag == "02":
+            assert _rollback_run(instance, days[0], days[-1], "back to the first load").success
+            assert set(_stored_as(env).values()) == {first}
+    before = state.snapshot(env)
+    with pytest.raises(ValueError, match="past retention"):
+        rollback.rollback(Warehouse(), days[0], days[-1], "to the first load", "run-past", to_publication=first)
+    assert state.snapshot(env) == before
+
+
+def test_a_day_published_after_a_rollback_chose_its_targets_refuses_the_rollback(env, instance, monkeypatch) -> None:
+    """A rollback chooses its targets in one read and compares what it publishes over with what it reads next: a
+    day published between the two would be rolled back past, its new version undone with nothing said (a review
+    found it). It is refused, and nothing changes."""
+    days = ["2026-09-18", "2026-09-19"]
+    assert run_chain(instance, days[0], days[-1]).success
+    generate.late_delta(env.raw_dir, dt.date.fromisoformat(days[0]), f"B-{days[0]}-02")
+    assert run_chain(instance, days[0], days[-1], {"dagster/backfill": "bf-02"}).success
+    generate.late_delta(env.raw_dir, dt.date.fromisoformat(days[1]), f"B-{days[1]}-03")
+    real_restore = rollback.restore_candidates
+    seen: list[dict] = []
+
+    def restore_after_a_publish(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - the function it wraps
+        assert run_chain(instance, days[1]).success  # today's load of a day in the window, between the two reads
+        seen.append(state.snapshot(env))
+        return real_restore(*args, **kwargs)
+
+    monkeypatch.setattr(rollback, "restore_candidates", restore_after_a_publish)
+    with pytest.raises(PublishConflict, match="published since this rollback chose"):
+        rollback.rollback(Warehouse(), days[0], days[-1], "undo bf-02", "run-moved")
+    assert seen and state.snapshot(env) == seen[0]

@@ -220,8 +220,9 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
                 _refuse_if_moved(before, expected, sorted(set(before) | set(expected)))
             if ahead:
                 _refuse_if_abandoned(con, pub_id)
-            if restored:
-                _refuse_if_past_retention(con, restored, cfg.retain_versions, window)
+            if restored:  # a day without rows has nothing retention could drop (the restore passes it too)
+                _refuse_if_past_retention(con, {p: t for p, t in restored.items() if after[p].rows},
+                                          cfg.retain_versions, window)
             extracts.complete(cfg, pub_id, texts)
             failpoint("staged_extracts")
             attach(con, scratch, "s")
@@ -317,10 +318,13 @@ def restore_candidates(wh: Warehouse, scratch: Path, window: Window, targets: di
         if erased:
             raise ValueError(f"cannot roll back {window}: the earlier versions of {window_label(erased)} were erased when a deletion "
                              "request was applied to them (a rollback never brings suppressed rows back)")
-        retained = {r[0].isoformat() for r in con.execute(
+        readable = {r[0].isoformat() for r in con.execute(
             "select distinct partition_date from history.fct_order_lines join targets using (partition_date, publication_id)"
         ).fetchall()}
-        gone = sorted(p for p in targets if found[p][2] and p not in retained)
+        # Retention as the commit judges it (_refuse_if_past_retention): a version past it has lost its mart rows,
+        # even where a rollback's pointer keeps its lines.
+        kept = ledger.retained(con, wh.settings.retain_versions, window)
+        gone = sorted(p for p in targets if found[p][2] and (p not in readable or (p, targets[p]) not in kept))
         if gone:
             raise ValueError(f"cannot roll back {window}: the earlier versions of {window_label(gone)} are past retention")
         after = {p: ledger.day_candidate(r) for p, r in found.items()}
