@@ -106,9 +106,8 @@ def _rollback(wh: Warehouse, start: str, end: str | None, reason: str, run_id: s
         if moved:
             raise PublishConflict(f"partitions {window_label(moved)} were published since this rollback chose what "
                                   "to restore; nothing was published, roll back again from what is current")
-        progress.done("restore", f"{sum(c.rows for c in after.values()):,} rows of {len(after)} partition(s): "
-                                 f"{len(stored)} pointed at where the version store holds them, "
-                                 f"{len(after) - len(stored)} copied from it")
+        progress.done("restore", f"{sum(c.rows for c in after.values()):,} rows of {len(after)} partition(s), "
+                                 "pointed at where the version store holds them")
         pub = publish(wh, scratch, window, RunInfo(run_id, None, reason), CODE_VERSION, after, now,
                       kind="rollback", restored=restored, stored=stored, give_way=give_way, on_chunk=written)
         progress.done("publish", f"publication {pub.publication_id}, {len(pub.after)} partition(s) restored, "

@@ -295,8 +295,7 @@ def restore_candidates(wh: Warehouse, scratch: Path, window: Window, targets: di
     """The versions named by `targets` (default: the one each partition's current publication superseded) as
     candidates: the ledger's figures, and the days whose rows the version store holds (-> the publication that
     stored them), which the publish points at rather than writes again. Only the mart's rows are copied into
-    scratch (and a versioned layer's of a day whose version reads none); `give_way` is called before each chunk's
-    hold."""
+    scratch; `give_way` is called before that hold."""
     with wh.writer() as con:
         now = ledger.current(con, window)
         if targets is None:
@@ -334,33 +333,22 @@ def restore_candidates(wh: Warehouse, scratch: Path, window: Window, targets: di
             "select t.partition_date, case when d.publication_id is null then t.publication_id else d.stored_as end "
             "from targets as t left join audit.day_versions as d using (partition_date, publication_id)").fetchall()
             if r[1] is not None}
-    _restore_rows(wh, scratch, window, targets, stored, give_way)
+    _restore_rows(wh, scratch, targets, give_way)
     return after, targets, now, stored
 
 
-def _restore_rows(wh: Warehouse, scratch: Path, window: Window, targets: dict[str, str], stored: dict[str, str],
-                  give_way: GiveWay | None) -> None:
-    """The rows of the versions `targets` names that the publish needs in scratch (the mart's, and a versioned
-    layer's of the days not in `stored`), copied as candidates a chunk of days per hold (a year's lines in one hold
-    held the warehouse 8.2 s, today's load waiting behind it); those waiting on the lock go between chunks. The mart
-    alone (15 rows a day) is one hold. A day republished meanwhile is refused by the publish, which compares
-    against `now`."""
-    copies_lines = any(p not in stored for p in targets)
-    for k, part in enumerate(window.split(wh.settings.chunk_days) if copies_lines else [window]):
-        _next_hold(wh, give_way, None, first=k == 0)
-        with wh.writer() as con:
-            ledger.versions_table(con, "targets", {p: targets[p] for p in part.keys if p in targets})
-            ledger.versions_table(con, "unstored", {p: targets[p] for p in part.keys
-                                                    if p in targets and p not in stored})
-            attach(con, scratch, "s")
-            con.execute("create schema if not exists s.candidate")
-            for layer in ledger.LAYERS:
-                cols = ", ".join(f"h.{c}" for c in layer.columns)
-                # A version may read rows an earlier publication stored: the store is found by version number.
-                source = (f"{layer.store} h join (select partition_date, version from unstored join "
-                          "audit.ledger_versions using (partition_date, publication_id)) "
-                          "using (partition_date, version)" if layer.store else
-                          f"{layer.history} h join targets using (partition_date, publication_id)")
-                verb = (f"create or replace table s.{layer.candidate} as" if k == 0 else
-                        f"insert into s.{layer.candidate}")
-                con.execute(f"{verb} select {cols} from {source}")
+def _restore_rows(wh: Warehouse, scratch: Path, targets: dict[str, str], give_way: GiveWay | None) -> None:
+    """The mart rows of the versions `targets` names, copied into scratch as the mart candidate in one hold (15 rows
+    a day). The versioned layers' candidates are left empty: a restored day with lines points at the rows the
+    store holds (restore_candidates); one without has none. A day republished meanwhile is refused by the publish,
+    which compares against `now`."""
+    _next_hold(wh, give_way, None, first=True)
+    with wh.writer() as con:
+        ledger.versions_table(con, "targets", targets)
+        attach(con, scratch, "s")
+        con.execute("create schema if not exists s.candidate")
+        for layer in ledger.LAYERS:
+            cols = ", ".join(f"h.{c}" for c in layer.columns)
+            source = (f"{layer.store} h where false" if layer.store else
+                      f"{layer.history} h join targets using (partition_date, publication_id)")
+            con.execute(f"create or replace table s.{layer.candidate} as select {cols} from {source}")
