@@ -52,12 +52,18 @@ def _refuse_if_past_retention(con: duckdb.DuckDBPyConnection, restored: dict[str
     """Refuse a rollback whose versions went past retention since it read them: a publish that committed meanwhile
     pruned their mart rows at its commit and drops their lines once nothing points at them, so the rollback would
     point at rows that are gone (it reads them before its commit, in other holds)."""
-    kept = ledger.retained(con, retain, window)
-    gone = sorted(p for p, pub in restored.items() if (p, pub) not in kept)
+    gone = _past_retention(con, restored, retain, window)
     if gone:
         raise PublishConflict(f"the versions to restore of {window_label(gone)} went past retention "
                               f"(ATLASMART_RETAIN_VERSIONS={retain}) since this rollback read them: a publication "
                               "committed meanwhile; nothing was published, roll back again from what is current")
+
+
+def _past_retention(con: duckdb.DuckDBPyConnection, versions: dict[str, str], retain: int,
+                    window: Window) -> list[str]:
+    """The days whose version in `versions` retention no longer keeps (ledger.retained), sorted."""
+    kept = ledger.retained(con, retain, window)
+    return sorted(p for p, pub in versions.items() if (p, pub) not in kept)
 
 
 def _refuse_if_abandoned(con: duckdb.DuckDBPyConnection, pub_id: str) -> None:
@@ -304,8 +310,12 @@ def restore_candidates(wh: Warehouse, scratch: Path, window: Window, targets: di
                 raise ValueError(f"cannot roll back {window}: partitions {window_label(missing)} have no earlier publication")
             targets = {p: now[p].prev_publication_id for p in window.keys}
         ledger.versions_table(con, "targets", targets)
+        # Then the publication whose rows each version reads: a version stored before the store recorded where (no
+        # day_versions row) owns its rows, as audit.ledger_versions reads it (its fact may be rows kept from before
+        # the fact was derived).
         rows = con.execute(
-            f"select {ledger.CANDIDATE_COLUMNS} from audit.publications p "
+            f"select {ledger.CANDIDATE_COLUMNS}, case when d.publication_id is null then p.publication_id "
+            "else d.stored_as end from audit.publications p "
             "join targets using (partition_date, publication_id) "
             "left join audit.day_versions d using (partition_date, publication_id)"
         ).fetchall()
@@ -322,17 +332,13 @@ def restore_candidates(wh: Warehouse, scratch: Path, window: Window, targets: di
         ).fetchall()}
         # Retention as the commit judges it (_refuse_if_past_retention): a version past it has lost its mart rows,
         # even where a rollback's pointer keeps its lines.
-        kept = ledger.retained(con, wh.settings.retain_versions, window)
-        gone = sorted(p for p in targets if found[p][2] and (p not in readable or (p, targets[p]) not in kept))
+        with_rows = {p: t for p, t in targets.items() if found[p][2]}
+        gone = sorted(set(_past_retention(con, with_rows, wh.settings.retain_versions, window))
+                      | {p for p in with_rows if p not in readable})
         if gone:
             raise ValueError(f"cannot roll back {window}: the earlier versions of {window_label(gone)} are past retention")
         after = {p: ledger.day_candidate(r) for p, r in found.items()}
-        # A version stored before the store recorded where (no day_versions row) owns its rows, as
-        # audit.ledger_versions reads it (its fact may be rows kept from before the fact was derived).
-        stored = {r[0].isoformat(): r[1] for r in con.execute(
-            "select t.partition_date, case when d.publication_id is null then t.publication_id else d.stored_as end "
-            "from targets as t left join audit.day_versions as d using (partition_date, publication_id)").fetchall()
-            if r[1] is not None}
+        stored = {p: r[-1] for p, r in found.items() if r[-1] is not None}
     _restore_rows(wh, scratch, targets, give_way)
     return after, targets, now, stored
 
