@@ -102,6 +102,7 @@ def _read_published(wh: Warehouse, scope: RunScope, stats: LockStats, need_raw: 
                         "where partition_date between $start and $end", scope.window.params)
             con.execute("create or replace table s.candidate.reused_batches as select partition_date, batch_id, "
                         "file from s.candidate.raw_batches")
+            raw_load.copy_fingerprints(con, scope.window)
             con.execute("detach s")
     if need_raw:
         con = wh.open_scratch(run_id)
@@ -110,6 +111,7 @@ def _read_published(wh: Warehouse, scope: RunScope, stats: LockStats, need_raw: 
         finally:
             con.close()
         raw_load.read_back(wh, run_id, scope.window.keys, stats, give_way)
+        raw_load.verify_read_back(wh, run_id)
     return current, read
 
 
@@ -192,6 +194,9 @@ class LineIdRepeats:
 
     duplicates: dict[str, int]
     other_days: dict[str, list[str]]
+    # The ledger's newest seq when the published days were searched: the commit looks again at days published
+    # after it (publish's line_ids_as_of).
+    as_of_seq: int = 0
 
     def within_days(self, window: Window) -> dict[str, int]:
         return {d: self.duplicates.get(d, 0) for d in window.keys}
@@ -206,6 +211,7 @@ def _line_id_repeats(wh: Warehouse, scope: RunScope, threads: int | None, stats:
     long backfill does; the pass over the window (a year's 7.3 M line ids) is scratch work, lowered and paused while
     today's load runs like the build."""
     con = wh.open_scratch(scope.run.run_id, threads)
+    as_of = 0
     try:
         if wh.settings.warehouse_path.exists():
             # As every hold of a long write: a backfill of one chunk takes its few short holds without waiting.
@@ -217,12 +223,13 @@ def _line_id_repeats(wh: Warehouse, scope: RunScope, threads: int | None, stats:
                             "select partition_date, line_id from w.fact.fct_order_lines where partition_date not in "
                             "(select partition_date from candidate.build_days) "
                             "and line_id in (select line_id from candidate.fct_order_lines)")
+                as_of = int(con.execute("select coalesce(max(seq), 0) from w.audit.publications").fetchone()[0])
         else:
             con.execute("create or replace table candidate.published_elsewhere "
                         "(partition_date date, line_id varchar)")
     finally:
         con.close()
-    return scratch_work.run(lambda: _repeats_in_scratch(wh, scope.run.run_id, threads))
+    return replace(scratch_work.run(lambda: _repeats_in_scratch(wh, scope.run.run_id, threads)), as_of_seq=as_of)
 
 
 def _repeats_in_scratch(wh: Warehouse, run_id: str, threads: int | None) -> LineIdRepeats:
@@ -434,7 +441,8 @@ def _correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool]
                 raise RuntimeError(f"days {unstored} were kept as published but the publish would not read their "
                                    "stored rows; nothing was published")
             outcome.publication = publish(wh, wh.scratch_path(run_id), scope.window, scope.run, CODE_VERSION,
-                                          days, expected, stats=stats, give_way=give_way, on_chunk=written)
+                                          days, expected, stats=stats, give_way=give_way, on_chunk=written,
+                                          line_ids_as_of=repeats.as_of_seq)
             wh.drop_scratch(run_id)
             progress.done("publish", f"publication {outcome.publication.publication_id}, "
                                      f"{len(outcome.publication.changed)} day(s) changed")

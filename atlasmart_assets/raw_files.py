@@ -61,6 +61,8 @@ class RawFile:
     sha256: str
     manifest: dict[str, Any]
     read_back: bool = False  # already loaded from this very file: its lines come from the warehouse, not a parse
+    # A read-back batch's lines as loaded (raw.batches.lines_fingerprint): what its lines read back must still be.
+    lines_fingerprint: str | None = None
 
     @property
     def controls(self) -> list[float]:
@@ -463,7 +465,7 @@ def _loaded_file(partition: str, path: Path, sha256: str, seen: Mapping[str, Any
                 "source_high_sequence": int(seen["source_high_sequence"]), "records": int(seen["records"]),
                 "controls": dict(zip(CONTROL_NAMES, json.loads(seen["controls"]))),
                 "extracted_at": seen["extracted_at"]}
-    return RawFile(partition, path, sha256, manifest, read_back=True)
+    return RawFile(partition, path, sha256, manifest, read_back=True, lines_fingerprint=seen["lines_fingerprint"])
 
 
 def load_window(con: duckdb.DuckDBPyConnection, raw_dir: Path, window: Window,
@@ -481,7 +483,8 @@ def load_window(con: duckdb.DuckDBPyConnection, raw_dir: Path, window: Window,
     shas = fingerprints(paths, threads)
     reused = {path: _loaded_file(key, path, shas[path], seen) for path, key in paths.items()
               for seen in [(loaded or {}).get(str(path))]
-              if seen and seen["sha256"] == shas[path] and seen["loaded_rows"] == seen["records"]}
+              if seen and seen["sha256"] == shas[path] and seen["loaded_rows"] == seen["records"]
+              and seen["fingerprint_current"]}
     parse = {path: key for path, key in paths.items() if path not in reused}
     con.execute(sql.text("raw_lines_table"))
     headers: dict[str, str] = {}
@@ -564,11 +567,19 @@ class Measures:
     by_file: dict[str, dict[str, Any]] = field(default_factory=dict)
     conflicts: list[tuple[Any, ...]] = field(default_factory=list)
     merged: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    # (day, batch) -> the fingerprint of the lines of each batch read back rather than parsed.
+    fingerprints: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def add(self, other: Measures) -> None:
         self.by_file.update(other.by_file)
         self.conflicts.extend(other.conflicts)
         self.merged.update(other.merged)
+        self.fingerprints.update(other.fingerprints)
+
+
+# The lines of the batches read back (candidate.reused_batches), whose fingerprints are compared with raw.batches'.
+READ_BACK_LINES = ("(select r.* from candidate.raw_lines r semi join candidate.reused_batches b "
+                   "on r.partition_date = b.partition_date and r.extraction_batch = b.batch_id)")
 
 
 def measure(con: duckdb.DuckDBPyConnection) -> Measures:
@@ -583,7 +594,11 @@ def measure(con: duckdb.DuckDBPyConnection) -> Measures:
     # Lines read under no manifest's day (a second document without one) have no day: the file's profile names
     # them (raw_order_lines_match_manifest), and they merge into none.
     merged = {r[0].isoformat(): r[1:] for r in con.execute(sql.text("day_controls")).fetchall() if r[0] is not None}
-    return Measures(by_file, [c for c in conflicts if c[0] is not None], merged)
+    # A first load reads nothing back: no pass over its lines.
+    fingerprints = {(d.isoformat(), b): fp for d, b, fp in con.execute(
+        sql.text("batch_lines_fingerprints").format(lines=READ_BACK_LINES)).fetchall()
+    } if con.execute("select count(*) from candidate.reused_batches").fetchone()[0] else {}
+    return Measures(by_file, [c for c in conflicts if c[0] is not None], merged, fingerprints)
 
 
 def profile(con: duckdb.DuckDBPyConnection, raw_files: list[RawFile],
@@ -617,6 +632,13 @@ def assess(raw_files: list[RawFile], found: Measures) -> tuple[dict[str, dict[st
             findings.append(Finding("raw_order_lines_match_manifest", rf.partition, rf.path,
                                     f"manifest says records={rf.manifest['records']}, the batch holds "
                                     f"{fig.get('records', 0)} lines"))
+        if rf.read_back and found.fingerprints.get((rf.partition, rf.batch_id)) != rf.lines_fingerprint:
+            findings.append(Finding("raw_order_lines_match_manifest", rf.partition, rf.path,
+                                    f"batch {rf.batch_id}: the warehouse's copy of its lines differs from what was "
+                                    f"loaded from this unchanged file (loaded {rf.lines_fingerprint}; now "
+                                    f"{found.fingerprints.get((rf.partition, rf.batch_id), 'no lines')}): delete "
+                                    "the batch's lines from raw.order_lines and run again, and it is loaded again "
+                                    "from its file"))
     path_of = {(f.partition, f.batch_id): f.path for f in raw_files}
     for day, line_id, sequence, batches in found.conflicts:
         files = [str(path_of.get((day.isoformat(), b), b)) for b in batches]

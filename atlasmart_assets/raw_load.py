@@ -189,6 +189,36 @@ def read_back(wh: Warehouse, run_id: str, days: list[str], stats: LockStats, giv
         con.close()
 
 
+def copy_fingerprints(con: duckdb.DuckDBPyConnection, window: Window) -> None:
+    """The fingerprints of the window's loaded batches (those of this DuckDB release) into the scratch attached as
+    `s`, for verify_read_back."""
+    con.execute("create or replace table s.candidate.loaded_fingerprints as select partition_date, batch_id, "
+                "lines_fingerprint from raw.batches where partition_date between $start and $end "
+                "and starts_with(lines_fingerprint, version() || ':')", window.params)
+
+
+def verify_read_back(wh: Warehouse, run_id: str) -> None:
+    """Refuse (RawInputError) when a batch's lines read back into the run's scratch are not those loaded from its
+    file: a correction run without its raw step builds from them, and no raw audit looked at them. A batch loaded
+    before its lines were fingerprinted is not compared."""
+    con = wh.open_scratch(run_id)
+    try:
+        fingerprints = sql.text("batch_lines_fingerprints").format(lines="candidate.raw_lines")
+        differ = con.execute(
+            "select l.partition_date::varchar, l.batch_id, b.file, l.lines_fingerprint, f.lines_fingerprint "
+            f"from candidate.loaded_fingerprints l left join ({fingerprints}) f "
+            "on f.partition_date = l.partition_date and f.extraction_batch = l.batch_id "
+            "join candidate.raw_batches b on b.partition_date = l.partition_date and b.batch_id = l.batch_id "
+            "where f.lines_fingerprint is distinct from l.lines_fingerprint order by 1, 2 limit 1").fetchall()
+    finally:
+        con.close()
+    for day, batch, file, loaded, now in differ:
+        raise raw_files.RawInputError(
+            Path(file), day, f"batch {batch}: the warehouse's copy of its lines differs from what was loaded from "
+                             f"its file (loaded {loaded}; now {now or 'no lines'}); nothing was published. Run the "
+                             "chain with raw/order_lines over this window: its raw audit names every such batch")
+
+
 # The days of the run's evidence whose lines the raw step profiled where they are loaded and did not copy into
 # the scratch's candidate.raw_lines: a correction copies those it builds (copy_uncopied).
 UNCOPIED = "candidate.uncopied_days"
@@ -304,9 +334,11 @@ def _load(wh: Warehouse, scope: RunScope, threads: int | None, log: Callable[[st
         create_table(con, UNCOPIED, (("partition_date", "date"),), [(dt.date.fromisoformat(d),) for d in in_place])
     finally:
         con.close()
-    # Raw is immutable: a batch whose identical file is already fully loaded needs no second copy.
+    # Raw is immutable: a batch whose identical file is already fully loaded needs no second copy. One loaded
+    # before its lines were fingerprinted (or under another DuckDB release) is parsed and loaded again, once.
     to_load = [f for f in files if (f.partition, f.batch_id) not in first_seen
-               or first_seen[(f.partition, f.batch_id)]["loaded_rows"] != f.manifest["records"]]
+               or first_seen[(f.partition, f.batch_id)]["loaded_rows"] != f.manifest["records"]
+               or not first_seen[(f.partition, f.batch_id)]["fingerprint_current"]]
     progress.expect("append", len(to_load) / max(len(files), 1))
     progress.done("parse", f"{len(files)} batch file(s): {len(files) - len(loaded)} parsed, {len(loaded)} "
                            "already loaded from identical files read back from the warehouse"
@@ -349,7 +381,8 @@ def _append(wh: Warehouse, run_id: str, to_load: list[RawFile], stats: LockStats
 
     # The range lets both statements skip the row groups of other days (min/max per row group), instead of
     # joining every row of the window's scratch and of raw.order_lines in each chunk.
-    span = Window.of(min(f.partition for f in to_load), max(f.partition for f in to_load)).params
+    days = Window.of(min(f.partition for f in to_load), max(f.partition for f in to_load))
+    span = days.params
 
     def append(wcon: duckdb.DuckDBPyConnection) -> None:
         wcon.execute("delete from raw.order_lines r using loading l where r.partition_date = l.partition_date "
@@ -362,7 +395,7 @@ def _append(wh: Warehouse, run_id: str, to_load: list[RawFile], stats: LockStats
             "event_time, source_sequence, c.extraction_batch, op from s.candidate.raw_lines c "
             "semi join loading l on c.partition_date = l.partition_date "
             "and c.extraction_batch = l.extraction_batch where c.partition_date between $start and $end", span)
-        ledger.record_batches(wcon, [_batch_row(f, run_id) for f in to_load])
+        ledger.record_batches(wcon, [_batch_row(f, run_id) for f in to_load], days)
 
     preemptible_hold(hold, wh.settings.warehouse_path, append, stats, give_way, preemptible=give_way is not None)
 

@@ -25,6 +25,7 @@ from atlasmart_assets.lab import run_chain
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunInfo, RunScope
 from atlasmart_assets.warehouse import connection
+from atlasmart_assets.warehouse.publish import PublishConflict
 from atlasmart_assets.window import Window
 from atlasmart_tests import state
 from atlasmart_tests.current_runs import running_current_run, until_written
@@ -409,3 +410,41 @@ def test_a_doubled_day_is_not_told_to_accept_a_shrink() -> None:
     shrank = row_delta_within_bounds("c", ("fact", "x"), {"2026-09-05": 1}, {"2026-09-05": 5}, 0.5)
     assert not doubled.passed and "accept_shrink" not in doubled.description, doubled.description
     assert not shrank.passed and "atlasmart/accept_shrink" in shrank.description, shrank.description
+
+
+def test_a_line_id_another_run_published_on_another_day_since_the_audit_refuses_the_commit(env, published,
+                                                                                           monkeypatch) -> None:
+    """The lanes let today's load commit while a backfill is between its audit and its commit. Each run's cross-day
+    audit saw the other's day as it was before: if both add one line id, the second commit refuses (a line on two
+    days would be counted twice in the fact, the mart and the extracts, and no later audit compares two days that
+    are both kept as published)."""
+    published(("2026-09-18", "2026-09-20"))
+    wh = Warehouse()
+    with wh.reader() as con:
+        [(late,)] = con.execute("select min(line_id) from fact.fct_order_lines "
+                                "where partition_date = '2026-09-20'").fetchall()
+        [(ours,)] = con.execute("select min(line_id) from fact.fct_order_lines "
+                                "where partition_date = '2026-09-18'").fetchall()
+    shared = "LINE-ON-TWO-DAYS"
+    real = correction.publish
+    other: list = []
+
+    def today_commits_first(*args, **kwargs):  # noqa: ANN002,ANN003,ANN202
+        if not other:  # the backfill has audited; today's load runs and commits before its commit
+            monkeypatch.setattr(correction, "publish", real)
+            other.append(correct(wh, _scope("today-first", Window.of("2026-09-20")), lambda _: True,
+                                 adjust_staged=_craft(f"update candidate.staged_order_lines set line_id = '{shared}' "
+                                                      f"where line_id = '{late}'")))
+            monkeypatch.setattr(correction, "publish", today_commits_first)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(correction, "publish", today_commits_first)
+    with pytest.raises(PublishConflict, match=f"{shared}.*2026-09-20"):
+        correct(wh, _scope("backfill-second", Window.of("2026-09-18", "2026-09-19"), "bf-second"), lambda _: True,
+                adjust_staged=_craft(f"update candidate.staged_order_lines set line_id = '{shared}' "
+                                     f"where line_id = '{ours}'"))
+    assert other[0].publication is not None and not other[0].refused, "today's load audited clean and committed"
+    with wh.reader() as con:
+        assert con.execute("select partition_date::varchar from fact.fct_order_lines where line_id = $l",
+                           {"l": shared}).fetchall() == [("2026-09-20",)], "the line is on one day only"
+        assert con.execute("select count(*) from audit.corrections_in_progress").fetchone()[0] == 0

@@ -8,6 +8,7 @@ import re
 
 import dagster as dg
 import duckdb
+import pytest
 
 from atlasmart_assets import generate, raw_files, raw_load, sql
 from atlasmart_assets.resources import Warehouse
@@ -150,8 +151,79 @@ def test_every_audit_runs_on_read_back_lines(env, instance, monkeypatch) -> None
     result = run_chain(instance, *WINDOW, BF)
     text = state.failure_text(result)
     assert not result.success and "raw_order_lines_match_manifest" in text and "2026-09-06" in text, text
-    assert "read from raw.order_lines" in text, "the finding says the warehouse's copy differs, not the file"
+    assert "the warehouse's copy" in text, "the finding says the warehouse's copy differs, not the file"
     assert state.snapshot(env) == before
+
+
+def _move_an_order(day: str) -> tuple[str, str]:
+    """One whole order of `day` moved to another customer in raw.order_lines (its batch file unchanged): the day's
+    six controls do not move. Returns the order and the customer it was given."""
+    with Warehouse().writer() as con:
+        order, = con.execute("select min(order_id) from raw.order_lines where partition_date = $d", {"d": day}).fetchone()
+        other, = con.execute("select max(customer_id) from raw.order_lines where partition_date = $d "
+                             "and order_id <> $o", {"d": day, "o": order}).fetchone()
+        con.execute("update raw.order_lines set customer_id = $c where partition_date = $d and order_id = $o",
+                    {"c": other, "d": day, "o": order})
+    return order, other
+
+
+@pytest.mark.parametrize("late", [False, True], ids=["kept", "rebuilt"])
+def test_a_loaded_line_changed_where_the_controls_do_not_move_is_refused_then_loaded_again(env, instance, monkeypatch,
+                                                                                         late) -> None:
+    """Read-back lines are compared with what was loaded from their file, line by line, not only by the day's
+    controls: an order moved to another customer in raw.order_lines is refused (with a late batch that day too,
+    where it would have been built from the changed copy), nothing published moves, and once the batch's lines are
+    deleted as the finding says, the next run loads it again from its file and publishes what the file says."""
+    from atlasmart_assets.lab import run_chain
+
+    monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "3")
+    assert run_chain(instance, *WINDOW).success
+    published = state.content(env)
+    day = "2026-09-06"
+    order, other = _move_an_order(day)
+    if late:
+        generate.write_batch(env.raw_dir, dt.date.fromisoformat(day), "B-late", [])
+    before = state.snapshot(env)
+    result = run_chain(instance, *WINDOW, BF)
+    text = state.failure_text(result)
+    assert not result.success and "raw_order_lines_match_manifest" in text and day in text, text
+    assert "the warehouse's copy of its lines differs" in text, text
+    assert state.snapshot(env) == before
+    with Warehouse().writer() as con:
+        con.execute("delete from raw.order_lines where partition_date = $d and extraction_batch = "
+                    "(select batch_id from raw.batches where partition_date = $d order by first_loaded_at limit 1)",
+                    {"d": day})
+    result = run_chain(instance, *WINDOW, BF)
+    assert result.success, state.failure_text(result)
+    with Warehouse().reader() as con:
+        assert con.execute("select count(*) from fact.fct_order_lines where order_id = $o and customer_id = $c",
+                           {"o": order, "c": other}).fetchone()[0] == 0, "published as the file says"
+    if not late:
+        assert state.content(env) == published
+
+
+def test_a_batch_loaded_before_its_lines_were_fingerprinted_is_loaded_again_once(env, instance, monkeypatch) -> None:
+    """A warehouse from before the fingerprints (or from another DuckDB release) cannot vouch for its loaded lines:
+    each such batch is parsed and loaded again from its file, which records its fingerprint, and is read back from
+    the next run on."""
+    from atlasmart_assets.lab import run_chain
+
+    monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "3")
+    assert run_chain(instance, *WINDOW).success
+    content = state.content(env)
+    with Warehouse().writer() as con:
+        con.execute("update raw.batches set lines_fingerprint = null where partition_date = '2026-09-02'")
+        con.execute("update raw.batches set lines_fingerprint = 'v0.0.1: ' || lines_fingerprint "
+                    "where partition_date = '2026-09-03'")
+    result = run_chain(instance, *WINDOW, BF)
+    assert result.success, state.failure_text(result)
+    assert re.search(r"\b2 parsed, 8 already loaded", _parse_line(instance, result)), _parse_line(instance, result)
+    with Warehouse().reader() as con:
+        assert con.execute("select count(*) from raw.batches where not starts_with(lines_fingerprint, version())"
+                           " or lines_fingerprint is null").fetchone()[0] == 0
+    assert state.content(env) == content
+    again = run_chain(instance, *WINDOW, BF)
+    assert re.search(r"\b0 parsed, 10 already loaded", _parse_line(instance, again)), _parse_line(instance, again)
 
 
 def test_a_correction_without_its_raw_step_reads_the_evidence_back_a_chunk_at_a_time(env, instance,
@@ -185,6 +257,26 @@ def test_a_correction_without_its_raw_step_reads_the_evidence_back_a_chunk_at_a_
     assert reads, "the current publication is read"
     assert len(chunk_reads) == 4, "then 10 days of lines, read back in chunks of 3: four short reads"
     assert state.content(env) == content
+
+
+def test_a_correction_without_its_raw_step_refuses_lines_changed_since_they_were_loaded(env, instance,
+                                                                                        monkeypatch) -> None:
+    """The correction run alone builds from the lines it reads back, which no raw audit looked at: an order moved
+    to another customer in raw.order_lines (the day's controls unchanged) is refused naming its batch file and day,
+    with atlasmart/rederive too (every day built), and nothing published moves."""
+    from atlasmart_assets.correction import correct
+    from atlasmart_assets.lab import run_chain
+    from atlasmart_assets.scope import RunInfo, RunScope
+
+    monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "3")
+    assert run_chain(instance, *WINDOW).success
+    _move_an_order("2026-09-04")
+    before = state.snapshot(env)
+    run = RunInfo("correction-alone", "bf-alone", rederive="every day")
+    with pytest.raises(raw_files.RawInputError, match="2026-09-04.*the warehouse's copy of its lines differs") as exc:
+        correct(Warehouse(), RunScope(Window.of(*WINDOW), run, "backfill", "2026-09-21", None), lambda _: True)
+    assert exc.value.path == env.raw_dir / "partition=2026-09-04.json"
+    assert state.snapshot(env) == before
 
 
 def test_a_window_of_one_chunk_parses_its_files(env, instance) -> None:

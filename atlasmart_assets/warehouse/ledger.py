@@ -11,6 +11,7 @@ from typing import Any, Collection
 
 import duckdb
 
+from atlasmart_assets import sql
 from atlasmart_assets.scope import RunInfo
 from atlasmart_assets.warehouse.rows import create_table, insert_rows
 from atlasmart_assets.window import Window
@@ -154,9 +155,12 @@ def latest_publication_id(con: duckdb.DuckDBPyConnection) -> str | None:
 
 
 def loaded_batches(con: duckdb.DuckDBPyConnection, window: Window) -> dict[tuple[str, str], dict[str, Any]]:
-    """Each landing batch of the window as first loaded, with the rows raw.order_lines holds for it now."""
+    """Each landing batch of the window as first loaded, with the rows raw.order_lines holds for it now and whether
+    its lines' fingerprint is one this DuckDB release computes (batch_lines_fingerprints.sql)."""
     cur = con.execute(
-        "select b.*, coalesce(n.rows, 0) as loaded_rows from raw.batches b left join ("
+        "select b.*, coalesce(n.rows, 0) as loaded_rows, "
+        "coalesce(starts_with(b.lines_fingerprint, version() || ':'), false) as fingerprint_current "
+        "from raw.batches b left join ("
         " select partition_date, extraction_batch, count(*) as rows from raw.order_lines"
         " where partition_date between $start and $end group by 1, 2) n"
         " on n.partition_date = b.partition_date and n.extraction_batch = b.batch_id"
@@ -170,14 +174,23 @@ RAW_BATCHES_COLUMNS = (("partition_date", "date"), ("batch_id", "varchar"), ("fi
                        ("records", "bigint"), ("controls", "varchar"), ("first_run_id", "varchar"))
 
 
-def record_batches(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]]) -> None:
+def record_batches(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]], window: Window) -> None:
     """First sighting of each landing batch: the sha256 every later load must match (a batch recorded already
-    keeps its first row)."""
+    keeps its first row), and the fingerprint of the lines raw.order_lines now holds for each of them (days
+    `window`), which a later load that reuses them compares."""
     insert_rows(con, "raw.batches", RAW_BATCHES_COLUMNS,
                 [(dt.date.fromisoformat(r["partition_date"]), r["batch_id"], r["file"], r["sha256"], r["kind"],
                   r["source_high_sequence"], r["extracted_at"], r["records"], r["controls"], r["run_id"])
                  for r in rows],
                 "on conflict do nothing", computed=(("first_loaded_at", "now()"),))
+    create_table(con, "recorded", (("partition_date", "date"), ("extraction_batch", "varchar")),
+                 [(dt.date.fromisoformat(r["partition_date"]), r["batch_id"]) for r in rows], temp=True)
+    lines = ("(select * from raw.order_lines r semi join recorded using (partition_date, extraction_batch) "
+             "where r.partition_date between $start and $end)")
+    con.execute(f"update raw.batches b set lines_fingerprint = f.lines_fingerprint "
+                f"from ({sql.text('batch_lines_fingerprints').format(lines=lines)}) f "
+                "where b.partition_date = f.partition_date and b.batch_id = f.extraction_batch", window.params)
+    con.execute("drop table recorded")
 
 
 # The ledger's columns a publish writes, each with its type (seq and published_at come from the database).

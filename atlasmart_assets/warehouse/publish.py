@@ -47,6 +47,33 @@ def _refuse_if_moved(before: dict[str, Current], expected: dict[str, Current], d
                               "nothing was published, re-run to audit against the new publication")
 
 
+# Line ids named in a refusal, each cut to so many characters (a line id is the source's: any length).
+SHOWN_LINE_IDS, SHOWN_ID_CHARS = 5, 64
+
+
+def _refuse_if_line_ids_published_since(con: duckdb.DuckDBPyConnection, window: Window, as_of: int) -> None:
+    """Refuse when a day outside the window was published after the run's cross-day audit searched the published
+    fact (ledger seq `as_of`) and holds a line id of the candidate (scratch attached as `s`). Two runs the lanes let
+    overlap (today's load beside a backfill) each audit against the other's days as they were; without this the
+    second commit would publish a line on two days, and no later audit compares two days both kept as published."""
+    days = [r[0] for r in con.execute(
+        "select partition_date from audit.current_publications where seq > $seq "
+        "and partition_date not between $start and $end order by 1", {"seq": as_of, **window.params}).fetchall()]
+    if not days:
+        return
+    rows = con.execute(
+        "select f.partition_date::varchar, f.line_id from fact.fct_order_lines f "
+        "where f.partition_date in (select unnest($days::date[])) "
+        "and f.line_id in (select line_id from s.candidate.staged_order_lines) order by 1, 2",
+        {"days": days}).fetchall()
+    if rows:
+        shown = ", ".join(f"{line_id[:SHOWN_ID_CHARS]!r} on {day}" for day, line_id in rows[:SHOWN_LINE_IDS])
+        more = f" and {len(rows) - SHOWN_LINE_IDS} more" if len(rows) > SHOWN_LINE_IDS else ""
+        raise PublishConflict(f"line ids of this run's candidate were published on another day since its cross-day "
+                              f"audit ({shown}{more}): a line on two days would be counted twice; nothing was "
+                              "published, re-run to audit against the new publication")
+
+
 def _refuse_if_past_retention(con: duckdb.DuckDBPyConnection, restored: dict[str, str], retain: int,
                               window: Window) -> None:
     """Refuse a rollback whose versions went past retention since it read them: a publish that committed meanwhile
@@ -193,7 +220,7 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
             after: dict[str, DayCandidate], expected: dict[str, Current] | None, *, kind: str = "publish",
             restored: dict[str, str] | None = None, stored: dict[str, str] | None = None,
             stats: LockStats | None = None, give_way: GiveWay | None = None,
-            on_chunk: OnChunk | None = None) -> Publication:
+            on_chunk: OnChunk | None = None, line_ids_as_of: int | None = None) -> Publication:
     """Publish staged, fact and mart for the whole window in ONE commit, with the ledger and the prior version;
     then swap the extracts in. A window longer than one chunk (ATLASMART_CHUNK_DAYS) has its staged and fact rows
     written ahead into the version store, so its commit moves the ledger's pointers (and the small mart) rather
@@ -202,7 +229,8 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
     since, nothing is published. `stored` (a rollback's): days whose rows the version store holds already (-> the
     publication that stored them), pointed at rather than written. `give_way` (a backfill's) is called before each
     hold of a long write, `on_chunk` (k, n, days, how many of them were written) after each chunk of the write
-    ahead."""
+    ahead. `line_ids_as_of`: the ledger seq at which the candidate's line ids were searched among the published
+    days (a correction's cross-day audit); the commit refuses if a day published since holds one of them."""
     cfg = wh.settings
     pub_id = ledger.new_publication_id(kind)
     parts = window.split(cfg.chunk_days)
@@ -229,9 +257,11 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
             if restored:  # a day without rows has nothing retention could drop (the restore passes it too)
                 _refuse_if_past_retention(con, {p: t for p, t in restored.items() if after[p].rows},
                                           cfg.retain_versions, window)
+            attach(con, scratch, "s")
+            if line_ids_as_of is not None:
+                _refuse_if_line_ids_published_since(con, window, line_ids_as_of)
             extracts.complete(cfg, pub_id, texts)
             failpoint("staged_extracts")
-            attach(con, scratch, "s")
             commit_began = True
             with transaction(con):
                 keep, erase = _commit(con, pub_id, kind, run, code_version, window, before, after, restored or {},
