@@ -147,10 +147,15 @@ class PlanConfig(dg.Config):
 @dg.op
 def plan_backfill(context: dg.OpExecutionContext, config: PlanConfig, warehouse: Warehouse) -> None:
     """Compute, without publishing, what a backfill of [start, end] would touch and change."""
-    p = plan.make(warehouse, asset_graph(), config.start, config.end, config.assets,
-                  fence_override=config.fence_override)
-    context.log.info(plan.markdown(p, plan.PLAN_TEXT_MAX_BYTES))
-    context.log_event(dg.AssetObservation(asset_key=["fact", "fct_order_lines"], metadata=plan.observation_metadata(p)))
+    progress = Progress(context.log.info, plan.header(config.start, config.end), plan.PHASES)
+    with progress.stopping():
+        p = plan.make(warehouse, asset_graph(), config.start, config.end, config.assets,
+                      fence_override=config.fence_override, progress=progress)
+        context.log.info(plan.markdown(p, plan.PLAN_TEXT_MAX_BYTES))
+        progress.writing_events("the plan's observation and its chart")
+        context.log_event(dg.AssetObservation(asset_key=["fact", "fct_order_lines"],
+                                              metadata=plan.observation_metadata(p)))
+        progress.done("events", "the plan's observation")
 
 
 @dg.job(description="Preview a backfill: scope, fence, downstream reach, neighbours and data impact. Publishes nothing.")

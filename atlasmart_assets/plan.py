@@ -12,6 +12,7 @@ import duckdb
 
 from atlasmart_assets import candidates, partitions, raw_files, raw_load, reference, sql, stale
 from atlasmart_assets.event_budget import bounded_figures, cut_text, encoded_size
+from atlasmart_assets.progress import Progress
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import fence_refusal
 from atlasmart_assets.warehouse import ledger
@@ -69,14 +70,22 @@ def _reach(graph: Any, selected: list[str]) -> list[str]:
     return sorted(k.to_user_string() for k in seen)
 
 
-def _impact(wh: Warehouse, window: Window, now: dict[str, ledger.Current]) -> dict[str, DayImpact]:
+# Each phase's share of a plan of the bench's year (PLAN_SHARES_NOTE in the README): the parse, the build, the
+# comparison with the published fact, the stale days, and the observation with its chart.
+PHASES = (("parse", 0.45), ("build", 0.25), ("compare", 0.2), ("stale", 0.05), ("events", 0.05))
+
+
+def _impact(wh: Warehouse, window: Window, now: dict[str, ledger.Current],
+            progress: Progress) -> dict[str, DayImpact]:
     """Candidates built exactly as a backfill would, in a private scratch database, compared with what is published."""
     cfg = wh.settings
     run_id = f"plan-{uuid.uuid4().hex[:12]}"
     try:
         con = wh.open_scratch(run_id)
         try:
-            raw_files.load_window(con, cfg.raw_dir, window)
+            files = raw_files.load_window(con, cfg.raw_dir, window)
+            records = con.execute("select count(*) from candidate.raw_lines").fetchone()[0]
+            progress.done("parse", f"{len(files)} batch file(s) of {len(window.keys)} day(s), {records:,} records")
             candidates.merge_evidence(con)
             ref = reference.load(wh)
             if ref.problems:
@@ -86,6 +95,7 @@ def _impact(wh: Warehouse, window: Window, now: dict[str, ledger.Current]) -> di
             suppressed = candidates.suppressed(con, window)
             days = candidates.days(con, window, candidates.evidence(con, window), reference=reference.identity(ref),
                                    applied={d: x["requests"] for d, x in suppressed.items()})
+            progress.done("build", f"candidates for {len(days)} day(s), {sum(c.rows for c in days.values()):,} rows")
         finally:
             con.close()
         con = wh.open_scratch(run_id)
@@ -109,6 +119,8 @@ def _impact(wh: Warehouse, window: Window, now: dict[str, ledger.Current]) -> di
             con.close()
     finally:
         wh.drop_scratch(run_id)
+    progress.done("compare", f"{sum(1 for d, c in days.items() if not now.get(d) or now[d].sha256 != c.sha256)} of "
+                             f"{len(days)} day(s) would change, compared with the published fact")
     out = {}
     for day, cand in days.items():
         cur = now.get(day)
@@ -119,11 +131,21 @@ def _impact(wh: Warehouse, window: Window, now: dict[str, ledger.Current]) -> di
     return out
 
 
+def header(start: str, end: str | None) -> str:
+    """The run log's name for the plan: its window as validated, never the config's text as typed."""
+    try:
+        return f"plan {Window.of(start, end)}"
+    except ValueError:
+        return "plan (of a window that is not valid)"
+
+
 def make(wh: Warehouse, graph: Any, start: str, end: str | None = None,
          assets: list[str] | None = None, backfill: bool = True, fence_override: str | None = None,
-         with_impact: bool = True) -> Plan:
-    """What a backfill of [start, end] would touch and change; reads the warehouse, writes nothing to it."""
+         with_impact: bool = True, progress: Progress | None = None) -> Plan:
+    """What a backfill of [start, end] would touch and change; reads the warehouse, writes nothing to it.
+    `progress`: the plan job's, which goes on to its events phase."""
     window = Window.of(start, end)
+    progress = progress or Progress(None, header(start, end), PHASES)
     newest = partitions.newest_partition()
     refusal = fence_refusal(window, "(planned)" if backfill else None, fence_override, newest)
     refused = [newest] if refusal else []
@@ -139,8 +161,13 @@ def make(wh: Warehouse, graph: Any, start: str, end: str | None = None,
     protected: dict[str, str | None] = {}
     if newest not in scope:
         protected[newest] = protected_pub.sha256 if protected_pub else None
-    impact = _impact(wh, Window.of(min(scope), max(scope)), now) if with_impact and scope else {}
+    if not (with_impact and scope):
+        for phase in ("parse", "build", "compare"):
+            progress.expect(phase, 0.0)
+            progress.finished(phase)
+    impact = _impact(wh, Window.of(min(scope), max(scope)), now, progress) if with_impact and scope else {}
     stale_now = {d.partition: d.reasons for d in stale.stale_days(wh, window)}
+    progress.done("stale", f"{len(stale_now)} day(s) stale (evidence changed since publication)")
     return Plan(str(window), scope, refused, refusal, _reach(graph, assets or ["raw/order_lines"]), neighbours, protected,
                 impact, stale_now)
 

@@ -1,6 +1,7 @@
 """The plan predicts what the backfill then publishes, writes nothing, and readers see the correction flag."""
 
 import datetime as dt
+import re
 import time
 
 import duckdb
@@ -123,6 +124,15 @@ def test_plan_job_shows_the_plan_in_the_ui(env, instance, published) -> None:
              if e.event_type_value == "ASSET_OBSERVATION"]
     assert obs.metadata["refused_by_fence"].value == ["2026-09-21"]
     assert "data:image/png;base64," in obs.metadata["backfill_plan"].value
+    # A plan builds what the backfill would: a long one says each phase with its counts, time and estimate.
+    lines = [e.user_message for e in instance.all_logs(result.run_id) if " so far, " in (e.user_message or "")]
+    said = [re.search(r"^plan 2026-09-19\.\.2026-09-21 \[(\d)/5\] (\w+): (.*); [0-9.]+ s so far, (.*)$", line)
+            for line in lines]
+    assert all(said) and [(m[1], m[2]) for m in said] == [
+        ("1", "parse"), ("2", "build"), ("3", "compare"), ("4", "stale"), ("5", "events"), ("5", "events")], lines
+    assert "2 batch file(s) of 2 day(s)" in said[0][3] and "candidates for 2 day(s)" in said[1][3], "fenced out: 09-21"
+    assert "day(s) would change" in said[2][3]
+    assert all(re.fullmatch(r"about \d+ s to go", m[4]) for m in said[:4]) and said[-1][4] == "done", lines
 
 
 def _long_plan(n_days: int) -> "plan.Plan":

@@ -625,3 +625,15 @@ def test_long_batch_ids_that_differ_only_at_their_end_are_shown_apart() -> None:
     shown = [_shown_id(b) for b in hourly]
     assert shown[0] != shown[1] and all(len(s) == SHOWN_ID_CHARS for s in shown), shown
     assert _shown_id("B-2026-09-18-02") == "B-2026-09-18-02", "a short id is shown whole"
+
+
+def test_an_extraction_time_is_shown_to_the_second_whichever_fraction_mark_it_uses() -> None:
+    """ISO 8601 writes a fraction of a second with a point or a comma (Python reads both): either is left out of a
+    day's event, whatever its digits, and the offset stays."""
+    from atlasmart_assets.assets.raw import shown_time
+
+    digits = "1" * 40
+    assert shown_time(f"2025-09-23T01:00:00.{digits}+00:00") == "2025-09-23T01:00:00+00:00"
+    assert shown_time(f"2025-09-23T01:00:00,{digits}+02:00") == "2025-09-23T01:00:00+02:00"
+    assert shown_time(f"2025-09-23T01:00:00,{digits}Z") == "2025-09-23T01:00:00Z"
+    assert shown_time("2025-09-23T01:00:00+00:00") == "2025-09-23T01:00:00+00:00", "no fraction: unchanged"

@@ -1,6 +1,7 @@
 """raw.order_lines: the day's evidence verified (sha256, manifest, shape) and loaded as received."""
 
 
+import re
 from typing import Any, Iterator
 
 import dagster as dg
@@ -42,19 +43,19 @@ def _shown_id(batch: str) -> str:
     return batch[:SHOWN_ID_CHARS - tail - 1] + "…" + batch[-tail:]
 
 
-def _shown_time(stamp: str) -> str:
+# The fraction of a second of an ISO 8601 time, written with a point or, as ISO 8601 also allows, a comma.
+FRACTION = re.compile(r"(?<=:\d\d)[.,]\d+")
+
+
+def shown_time(stamp: str) -> str:
     """An extraction time to the second, with its offset: it may carry any number of fraction digits (64 characters
     at most), which would grow a year's events past its budget; raw.batches keeps it whole."""
-    head, _, rest = str(stamp).partition(".")
-    if not rest:
-        return str(stamp)
-    offset = rest.lstrip("0123456789")
-    return head + offset
+    return FRACTION.sub("", str(stamp), count=1)
 
 
 def _batch_line(b: dict[str, Any]) -> str:
     return (f"- `{_shown_id(b['batch'])}` ({b['kind']}, high sequence {b['source_high_sequence']}"
-            + (f", extracted {md(_shown_time(b['extracted_at']))}" if b.get("extracted_at") else "")
+            + (f", extracted {md(shown_time(b['extracted_at']))}" if b.get("extracted_at") else "")
             + f", sha256 `{b['sha256'][:12]}`)")
 
 
