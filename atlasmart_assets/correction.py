@@ -12,7 +12,7 @@ import duckdb
 from atlasmart_assets import audits, candidates, capacity, failpoints, raw_load, reference, sql, unchanged
 from atlasmart_assets.audits import Audit
 from atlasmart_assets.contract import CODE_VERSION, FCT_ORDER_LINES, REVENUE_DAILY, STAGED_ORDER_LINES
-from atlasmart_assets.progress import Progress
+from atlasmart_assets.progress import Cost, Progress
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunScope
 from atlasmart_assets.warehouse import flags, ledger
@@ -48,16 +48,22 @@ CHECKS: dict[str, tuple[tuple[str, ...], str]] = {
 }
 
 
-# Each phase's share of a first load, from the bench's year on 2026-12-06 (read 0.2 s, build 6.7 s, cross-day
-# lookup and audit 2.0 s, publish 6.0 s, events 2.4 s). Only the relative shares matter; expect() scales the publish
-# down to the days that changed. The read's share is that of copying a year's raw evidence from the warehouse (a
-# run without its raw step); otherwise the read is the published state's, about 0.2 s for a day or a year, which
-# says nothing of the work ahead: its line makes no estimate (a year's first load read "about 2 s to go" with 17 s
-# ahead).
-PHASES = (("read", 0.4), ("build", 0.4), ("audit", 0.12), ("publish", 0.35))
+# Each phase's typical cost (progress.Cost: fixed, per day, per million lines), fitted on 2026-12-06 to first loads of
+# 365 days x 10, 2,000 and 20,000 lines and 60 x 20,000 (the bench's year: build 5.5 s, audit 1.9 s, publish 5.2 s,
+# events 2.4 s). The read is that of a run without its raw step, which copies its raw evidence from the warehouse
+# (a year's took 4 s); otherwise it reads the published state, about 0.2 s for a day or a year, which says nothing
+# of the work ahead: its line makes no estimate (a year's first load read "about 2 s to go" with 17 s ahead), and
+# its time then counts as READ_PUBLISHED. The build and audit are sized to the lines built; expect() scales the
+# publish down to the days that changed.
+PHASES = (("read", Cost(0.2, 0.0, 0.55)), ("build", Cost(0.25, 0.0, 0.7)), ("audit", Cost(0.35, 0.0, 0.22)),
+          ("publish", Cost(0.3, 0.0022, 0.55)))
+READ_PUBLISHED = Cost(0.2)
+# A kept day is checked against its ledger and a built day's lines may be copied from the warehouse, in the build
+# phase; the publish writes only the lines of the days that change, but commits, links and indexes every day.
+KEPT_DAY_S, COPIED_LINE_S = 0.002, 0.6e-6
 # The step's events after the commit (a materialization per day and asset, the change chart). Only the asset,
 # which writes them, has this phase.
-EVENTS_PHASE = ("events", 0.14)
+EVENTS_PHASE = ("events", Cost(1.2, 0.0035))
 
 
 @dataclass
@@ -358,6 +364,12 @@ def _build_line(scope: RunScope, built: list[str], new: list[str], kept: unchang
     return line
 
 
+def _expect_publish(progress: Progress, days: int, changed_lines: int) -> None:
+    """The publish's cost: every day's commit, and the lines of the days that change written."""
+    publish = next(cost for name, cost in PHASES if name == "publish")
+    progress.reprice("publish", Cost(publish.at(days, changed_lines)))
+
+
 def correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool], threads: int | None = None,
             adjust_staged: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
             log: Callable[[str], None] | None = None, give_way: GiveWay | None = None,
@@ -403,13 +415,21 @@ def _correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool]
         requested |= unchanged.requested_loaded_days(wh, run_id, ref.deletion_keys, uncopied, stats, give_way)
         kept = _keep(wh, scope, current, evidence, requested, ref, stats, give_way, adjust_staged is not None, read)
         built = [d for d in scope.window.keys if d not in kept.days]
+        lines = {d: int(evidence[d].target_controls[0]) for d in built if d in evidence}
+        progress.size(len(scope.window.keys), sum(lines.values()))
+        if not need_raw:  # its line made no estimate; its time counts as what it was
+            progress.reprice("read", READ_PUBLISHED)
+            progress.expect("read", 1.0)
+        build = next(cost for name, cost in PHASES if name == "build")
+        progress.reprice("build", Cost(build.at(0, sum(lines.values())) + KEPT_DAY_S * len(kept.days)
+                                       + COPIED_LINE_S * sum(lines.get(d, 0) for d in uncopied)))
         # The days built whose lines the raw step left in the warehouse (it profiled them there) are copied now.
         added = raw_load.copy_uncopied(wh, run_id, uncopied, built, stats, give_way)
         scratch_work.run(lambda: _build(wh, scope, threads, ref, built, kept, adjust_staged, bool(added)))
         new = _new_evidence(current, evidence, ref.dimension_version, built)
         # Until the audit says which days changed, a day read from the evidence its current version read is taken
         # to publish unchanged (a new deletion request or release may still change it).
-        progress.expect("publish", 0.15 + 0.85 * len(new) / max(len(scope.window.keys), 1))
+        _expect_publish(progress, len(scope.window.keys), sum(lines.get(d, 0) for d in new))
         progress.done("build", _build_line(scope, built, new, kept))
         repeats = _line_id_repeats(wh, scope, threads, stats, give_way, scratch_work)
         found, days, staged = scratch_work.run(lambda: _audit_candidates(
@@ -422,7 +442,8 @@ def _correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool]
         outcome = Outcome(found, days, None, staged, stats)
         # The commit, extracts and notices are about a seventh of a first load's publish (a year's re-publish of
         # unchanged days published in 2 s, its first load in 14 s); the rest is writing the days that changed.
-        progress.expect("publish", 0.15 + 0.85 * (len(days) - len(ledger.reused(current, days))) / max(len(days), 1))
+        reused = ledger.reused(current, days)
+        _expect_publish(progress, len(scope.window.keys), sum(c.rows for d, c in days.items() if d not in reused))
         audited = f"{len(found)} audits, {len(outcome.refused)} refusing, {sum(c.rows for c in days.values()):,} rows"
         if outcome.refused:
             progress.end("audit", f"{audited}: refused by {', '.join(a.check for a in outcome.refused)}; "

@@ -12,7 +12,7 @@ import duckdb
 
 from atlasmart_assets import candidates, partitions, raw_files, raw_load, reference, sql, stale
 from atlasmart_assets.event_budget import bounded_figures, cut_text, encoded_size
-from atlasmart_assets.progress import Progress
+from atlasmart_assets.progress import Cost, Progress
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import fence_refusal
 from atlasmart_assets.warehouse import ledger
@@ -70,9 +70,11 @@ def _reach(graph: Any, selected: list[str]) -> list[str]:
     return sorted(k.to_user_string() for k in seen)
 
 
-# Each phase's share of a plan of the bench's year (PLAN_SHARES_NOTE in the README): the parse, the build, the
-# comparison with the published fact, the stale days, and the observation with its chart.
-PHASES = (("parse", 0.45), ("build", 0.25), ("compare", 0.2), ("stale", 0.05), ("events", 0.05))
+# Each phase's typical cost (progress.Cost: fixed, per day, per million lines), fitted on 2026-12-06 to plans of 365
+# days x 2,000 lines and 60 x 20,000: the parse, the build, the comparison with the published fact (copied a chunk
+# of days per read), the stale days, and the observation with its chart (about 2 s whatever the window).
+PHASES = (("parse", Cost(0.4, 0.0005, 1.27)), ("build", Cost(0.3, 0.0015, 0.7)), ("compare", Cost(0.3, 0.003, 0.5)),
+          ("stale", Cost(0.05, 0.001)), ("events", Cost(1.8)))
 
 
 def _impact(wh: Warehouse, window: Window, now: dict[str, ledger.Current],
@@ -85,6 +87,7 @@ def _impact(wh: Warehouse, window: Window, now: dict[str, ledger.Current],
         try:
             files = raw_files.load_window(con, cfg.raw_dir, window)
             records = con.execute("select count(*) from candidate.raw_lines").fetchone()[0]
+            progress.size(len(window.keys), records)
             progress.done("parse", f"{len(files)} batch file(s) of {len(window.keys)} day(s), {records:,} records")
             candidates.merge_evidence(con)
             ref = reference.load(wh)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
 from atlasmart_assets import waiting
@@ -17,6 +18,25 @@ DETAIL_MAX_BYTES = 1000
 HEADER_MAX_BYTES = 200
 # Waits shorter than this are not worth a mention.
 WAIT_SHOWN_S = 0.05
+
+
+# The size a step's costs are read at until it knows its own (Progress.size): the bench's year.
+TYPICAL_DAYS, TYPICAL_LINES = 365, 7_300_000
+
+
+@dataclass(frozen=True)
+class Cost:
+    """A phase's typical seconds (fitted to first loads of 365 days x 10, 2,000 and 20,000 lines and 60 days x
+    20,000): fixed, per day of the window, per million lines. Only their ratios matter. Against fixed shares (those
+    of the bench's year), a year of light days read "about 1 s to go" with 5 s ahead: a step's events and each
+    chunk's hold cost by the day, its parse and build by the line."""
+
+    fixed: float
+    per_day: float = 0.0
+    per_million_lines: float = 0.0
+
+    def at(self, days: int, lines: int) -> float:
+        return self.fixed + self.per_day * max(days, 0) + self.per_million_lines * max(lines, 0) / 1e6
 
 
 def printable(text: str) -> str:
@@ -31,17 +51,27 @@ def stopped_by(exc: BaseException) -> str:
 
 
 class Progress:
-    def __init__(self, log: Callable[[str], None] | None, what: str, phases: Sequence[tuple[str, float]]) -> None:
+    def __init__(self, log: Callable[[str], None] | None, what: str,
+                 phases: Sequence[tuple[str, float | Cost]]) -> None:
+        """`phases`: each phase's share of the step, or its Cost (read at the bench's year until `size` says the
+        step's own size)."""
         self._log = log
         self._what = cut_text(printable(what), HEADER_MAX_BYTES)
         self._waits: list[Callable[[], float]] = []
-        self._weights = dict(phases)
-        self._typical = dict(phases)
+        self._costs = {name: cost for name, cost in phases if isinstance(cost, Cost)}
+        self._typical = {name: cost.at(TYPICAL_DAYS, TYPICAL_LINES) if isinstance(cost, Cost) else float(cost)
+                         for name, cost in phases}
+        self._fractions: dict[str, float] = {}
+        self._size = (TYPICAL_DAYS, TYPICAL_LINES)
         self._order = [name for name, _ in phases]
         self._finished: set[str] = set()
         self._started = time.monotonic()
         self._waited_before = waiting.total()
         self._ended = False
+
+    @property
+    def _weights(self) -> dict[str, float]:
+        return {name: share * self._fractions.get(name, 1.0) for name, share in self._typical.items()}
 
     @property
     def _done(self) -> float:
@@ -85,10 +115,21 @@ class Progress:
         self._finished.add(phase)
         self._line(phase, detail, self._done)
 
+    def size(self, days: int, lines: int) -> None:
+        """The step's own size: the phases given a Cost weigh what they cost at it."""
+        self._size = (days, lines)
+        for name, cost in self._costs.items():
+            self._typical[name] = cost.at(days, lines)
+
+    def reprice(self, phase: str, cost: Cost) -> None:
+        """The phase costs `cost` in this step (a correction's read, which copies raw evidence only in some runs)."""
+        self._costs[phase] = cost
+        self._typical[phase] = cost.at(*self._size)
+
     def expect(self, phase: str, fraction: float) -> None:
         """Only `fraction` (0..1) of the phase's typical work lies ahead: the estimate shrinks its share to match
         (a re-publish appends no batch and writes no unchanged day, which a first load's shares assume it does)."""
-        self._weights[phase] = self._typical.get(phase, 0.0) * min(max(fraction, 0.0), 1.0)
+        self._fractions[phase] = min(max(fraction, 0.0), 1.0)
 
     def finished(self, *phases: str) -> None:
         """These phases finished, said elsewhere (by a copy of this object in the process that ran them): counted

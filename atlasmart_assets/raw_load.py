@@ -15,7 +15,7 @@ import duckdb
 from atlasmart_assets import capacity, pausable, raw_files, sql
 from atlasmart_assets.audits import Audit
 from atlasmart_assets.contract import RAW_ORDER_LINES
-from atlasmart_assets.progress import Progress
+from atlasmart_assets.progress import Cost, Progress
 from atlasmart_assets.raw_files import Finding, RawFile
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunScope
@@ -105,12 +105,14 @@ def _audits(findings: list[Finding], files: list[RawFile]) -> list[Audit]:
     return out
 
 
-# Each phase's share of a first load, from the bench's year on 2026-12-06 (parse 10.7 s, profile 2.9 s, append
-# 6.3 s, events 0.4 s of a 20.3 s step). expect() scales the append down to the batches not loaded yet.
-PHASES = (("parse", 0.53), ("profile", 0.15), ("append", 0.3))
+# Each phase's typical cost (progress.Cost: fixed, per day, per million lines), fitted on 2026-12-06 to first loads of
+# 365 days x 10, 2,000 and 20,000 lines and 60 x 20,000 (the bench's year: parse 10.1 s, profile 2.4 s, append
+# 5.5 s, events 0.4 s). expect() scales the append down to the batches not loaded yet.
+PHASES = (("parse", Cost(0.4, 0.0005, 1.27)), ("profile", Cost(0.1, 0.0, 0.31)),
+          ("append", Cost(0.2, 0.003, 0.45)))
 # The step's per-day materializations and check results, which Dagster writes once the load is done (between the
 # append's last line and the step's end).
-EVENTS_PHASE = ("events", 0.02)
+EVENTS_PHASE = ("events", Cost(0.1, 0.001))
 
 
 def _parse(wh: Warehouse, scope: RunScope, threads: int | None,
@@ -339,6 +341,7 @@ def _load(wh: Warehouse, scope: RunScope, threads: int | None, log: Callable[[st
     to_load = [f for f in files if (f.partition, f.batch_id) not in first_seen
                or first_seen[(f.partition, f.batch_id)]["loaded_rows"] != f.manifest["records"]
                or not first_seen[(f.partition, f.batch_id)]["fingerprint_current"]]
+    _size(progress, len(scope.window.keys), files, set(in_place))
     progress.expect("append", len(to_load) / max(len(files), 1))
     progress.done("parse", f"{len(files)} batch file(s): {len(files) - len(loaded)} parsed, {len(loaded)} "
                            "already loaded from identical files read back from the warehouse"
@@ -398,6 +401,33 @@ def _append(wh: Warehouse, run_id: str, to_load: list[RawFile], stats: LockStats
         ledger.record_batches(wcon, [_batch_row(f, run_id) for f in to_load], days)
 
     preemptible_hold(hold, wh.settings.warehouse_path, append, stats, give_way, preemptible=give_way is not None)
+
+
+# Seconds a line costs the parse phase (parsed, read back into the scratch, or only fingerprinted: profiled where it
+# is loaded) and the profile (in the scratch, or read from the warehouse into memory), fitted as PHASES were.
+PARSE_LINE_S = {"parsed": 1.27e-6, "read back": 0.6e-6, "in place": 0.15e-6}
+PROFILE_LINE_S = {"parsed": 0.31e-6, "read back": 0.31e-6, "in place": 1.3e-6}
+IN_PLACE_DAY_S = 0.003
+
+
+def _size(progress: Progress, days: int, files: list[RawFile], in_place: set[str]) -> None:
+    """The estimate sized to the run: a re-publish reads back or profiles in place what a first load parses."""
+    lines = {"parsed": 0, "read back": 0, "in place": 0}
+    for f in files:
+        lines["parsed" if not f.read_back else "in place" if f.partition in in_place else "read back"] += _records(f)
+    progress.size(days, sum(lines.values()))
+    parse, profile = PHASES[0][1], PHASES[1][1]
+    progress.reprice("parse", Cost(parse.at(days, 0) + sum(PARSE_LINE_S[k] * n for k, n in lines.items())))
+    progress.reprice("profile", Cost(profile.at(days, 0) + sum(PROFILE_LINE_S[k] * n for k, n in lines.items())
+                                     + (IN_PLACE_DAY_S * days if lines["in place"] else 0.0)))
+
+
+def _records(f: RawFile) -> int:
+    """The lines a batch's manifest says it holds, for the estimate (0 if it says nothing readable)."""
+    try:
+        return max(int(f.manifest.get("records") or 0), 0)
+    except (TypeError, ValueError):
+        return 0
 
 
 def _batch_row(f: RawFile, run_id: str) -> dict[str, Any]:

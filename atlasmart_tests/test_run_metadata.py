@@ -637,3 +637,34 @@ def test_an_extraction_time_is_shown_to_the_second_whichever_fraction_mark_it_us
     assert shown_time(f"2025-09-23T01:00:00,{digits}+02:00") == "2025-09-23T01:00:00+02:00"
     assert shown_time(f"2025-09-23T01:00:00,{digits}Z") == "2025-09-23T01:00:00Z"
     assert shown_time("2025-09-23T01:00:00+00:00") == "2025-09-23T01:00:00+00:00", "no fraction: unchanged"
+
+
+def test_progress_sized_to_a_light_window_weighs_its_per_day_work_as_it_costs(monkeypatch) -> None:
+    """A phase's cost has a part per day (events, each chunk's hold) and a part per line (parse, build): on a year
+    of light days the estimate after the per-line work weighs the per-day work that follows as it costs there, not
+    at the bench year's share (such a year read "about 1 s to go" with 5 s ahead)."""
+    from atlasmart_assets.progress import TYPICAL_DAYS, TYPICAL_LINES, Cost
+
+    phases = (("build", Cost(0.0, 0.0, 1.0)), ("events", Cost(0.0, 0.01)))
+    clock = iter([0.0, 10.0, 0.0, 10.0])
+    monkeypatch.setattr("atlasmart_assets.progress.time.monotonic", lambda: next(clock))
+    heavy: list[str] = []
+    Progress(heavy.append, "job", phases).done("build", "x")   # at the bench's year: 7.3 s of build, 3.65 s of events
+    light: list[str] = []
+    progress = Progress(light.append, "job", phases)
+    progress.size(TYPICAL_DAYS, TYPICAL_LINES // 100)          # 0.073 s of build, the same 3.65 s of events
+    progress.done("build", "x")
+    assert heavy[0].endswith("10.0 s so far, about 5 s to go"), heavy[0]
+    assert light[0].endswith("10.0 s so far, about 500 s to go"), light[0]
+
+
+def test_progress_reprices_a_phase_at_what_this_run_does_in_it(monkeypatch) -> None:
+    from atlasmart_assets.progress import Cost
+
+    clock = iter([0.0, 10.0])
+    monkeypatch.setattr("atlasmart_assets.progress.time.monotonic", lambda: next(clock))
+    lines: list[str] = []
+    progress = Progress(lines.append, "job", (("read", Cost(1.0, 0.0, 1.0)), ("build", Cost(4.0))))
+    progress.reprice("read", Cost(2.0))  # this run's read copies nothing: its fixed part only
+    progress.done("read", "x")
+    assert lines[0].endswith("10.0 s so far, about 20 s to go"), lines[0]
