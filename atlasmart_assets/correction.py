@@ -53,8 +53,8 @@ CHECKS: dict[str, tuple[tuple[str, ...], str]] = {
 # events 2.4 s). The read is that of a run without its raw step, which copies its raw evidence from the warehouse
 # (a year's took 4 s); otherwise it reads the published state, about 0.2 s for a day or a year, which says nothing
 # of the work ahead: its line makes no estimate (a year's first load read "about 2 s to go" with 17 s ahead), and
-# its time then counts as READ_PUBLISHED. The build and audit are sized to the lines built; expect() scales the
-# publish down to the days that changed.
+# its time then counts as READ_PUBLISHED. The build and audit are sized to the lines built, the publish to the
+# lines of the days that change (_price_publish).
 PHASES = (("read", Cost(0.2, 0.0, 0.55)), ("build", Cost(0.25, 0.0, 0.7)), ("audit", Cost(0.35, 0.0, 0.22)),
           ("publish", Cost(0.3, 0.0022, 0.55)))
 READ_PUBLISHED = Cost(0.2)
@@ -364,7 +364,7 @@ def _build_line(scope: RunScope, built: list[str], new: list[str], kept: unchang
     return line
 
 
-def _expect_publish(progress: Progress, days: int, changed_lines: int) -> None:
+def _price_publish(progress: Progress, days: int, changed_lines: int) -> None:
     """The publish's cost: every day's commit, and the lines of the days that change written."""
     publish = next(cost for name, cost in PHASES if name == "publish")
     progress.reprice("publish", Cost(publish.at(days, changed_lines)))
@@ -429,7 +429,7 @@ def _correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool]
         new = _new_evidence(current, evidence, ref.dimension_version, built)
         # Until the audit says which days changed, a day read from the evidence its current version read is taken
         # to publish unchanged (a new deletion request or release may still change it).
-        _expect_publish(progress, len(scope.window.keys), sum(lines.get(d, 0) for d in new))
+        _price_publish(progress, len(scope.window.keys), sum(lines.get(d, 0) for d in new))
         progress.done("build", _build_line(scope, built, new, kept))
         repeats = _line_id_repeats(wh, scope, threads, stats, give_way, scratch_work)
         found, days, staged = scratch_work.run(lambda: _audit_candidates(
@@ -440,10 +440,10 @@ def _correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool]
             found = [replace(a, description=a.description + note)
                      if a.check in CHECKS and a.check != reference.REFERENCE_VALID else a for a in found]
         outcome = Outcome(found, days, None, staged, stats)
-        # The commit, extracts and notices are about a seventh of a first load's publish (a year's re-publish of
-        # unchanged days published in 2 s, its first load in 14 s); the rest is writing the days that changed.
+        # The audit says which days change: only their lines are written (a year's re-publish of unchanged days
+        # published in 2 s, its first load in 14 s).
         reused = ledger.reused(current, days)
-        _expect_publish(progress, len(scope.window.keys), sum(c.rows for d, c in days.items() if d not in reused))
+        _price_publish(progress, len(scope.window.keys), sum(c.rows for d, c in days.items() if d not in reused))
         audited = f"{len(found)} audits, {len(outcome.refused)} refusing, {sum(c.rows for c in days.values()):,} rows"
         if outcome.refused:
             progress.end("audit", f"{audited}: refused by {', '.join(a.check for a in outcome.refused)}; "

@@ -260,7 +260,7 @@ def profile_in_place(wh: Warehouse, run_id: str, files: list[RawFile], days: lis
             con.execute(sql.text("raw_lines_table"))  # a chunk's lines replace the chunk's before (and their memory)
             _read_loaded_lines(con, part)
 
-        short_reads(wh, con, days, stats, give_way, read, after=lambda part: found.add(raw_files.measure(con)))
+        short_reads(wh, con, days, stats, give_way, read, after=lambda part: found.add(raw_files.measure(con, all_read_back=True)))
     finally:
         con.close()
     return found

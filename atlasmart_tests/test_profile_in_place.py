@@ -181,9 +181,9 @@ def test_each_chunk_keeps_writers_out_only_while_its_lines_are_read(env, instanc
             during.append(_writer_can_open(path))
         real_hold(open_hold, path, probed, *args, **kwargs)
 
-    def probing_measure(con):  # noqa: ANN001, ANN202
+    def probing_measure(con, **kwargs):  # noqa: ANN001, ANN003, ANN202
         profiling.append(_writer_can_open(env.warehouse_path))
-        return real_measure(con)
+        return real_measure(con, **kwargs)
 
     monkeypatch.setattr(raw_load, "preemptible_hold", probing_hold)
     monkeypatch.setattr(raw_files, "measure", probing_measure)
