@@ -86,8 +86,8 @@ def has_table(con: duckdb.DuckDBPyConnection, schema: str, name: str) -> bool:
                             "and table_name = $n", {"s": schema, "n": name}).fetchone()[0])
 
 
-def _read_published(wh: Warehouse, scope: RunScope, stats: LockStats, need_raw: bool,
-                    give_way: GiveWay | None) -> tuple[dict[str, Current], dict[str, DayCandidate] | None]:
+def _read_published(wh: Warehouse, scope: RunScope, stats: LockStats, need_raw: bool, give_way: GiveWay | None,
+                    lowered: capacity.Lowered | None) -> tuple[dict[str, Current], dict[str, DayCandidate] | None]:
     """One short read: the current publication of the window, and for a window of one chunk (today's load) what
     deciding its kept days reads (unchanged.read_with_ledger). And if this run did not parse the raw files itself,
     its loaded evidence: the batches in that read, their lines a chunk of days per short read after it (a year's
@@ -117,7 +117,7 @@ def _read_published(wh: Warehouse, scope: RunScope, stats: LockStats, need_raw: 
         finally:
             con.close()
         raw_load.read_back(wh, run_id, scope.window.keys, stats, give_way)
-        raw_load.verify_read_back(wh, run_id)
+        raw_load.verify_read_back(wh, run_id, lowered=lowered)
     return current, read
 
 
@@ -403,7 +403,7 @@ def _correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool]
             need_raw = not has_table(con, "candidate", "raw_lines")
         finally:
             con.close()
-        current, read = _read_published(wh, scope, stats, need_raw, give_way)
+        current, read = _read_published(wh, scope, stats, need_raw, give_way, lowered)
         if not need_raw:
             progress.expect("read", 0.0)
         progress.done("read", f"{len(current)} published day(s) of {len(scope.window.keys)}"
@@ -424,7 +424,7 @@ def _correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool]
         progress.reprice("build", Cost(build.at(0, sum(lines.values())) + KEPT_DAY_S * len(kept.days)
                                        + COPIED_LINE_S * sum(lines.get(d, 0) for d in uncopied)))
         # The days built whose lines the raw step left in the warehouse (it profiled them there) are copied now.
-        added = raw_load.copy_uncopied(wh, run_id, uncopied, built, stats, give_way)
+        added = raw_load.copy_uncopied(wh, run_id, uncopied, built, stats, give_way, lowered)
         scratch_work.run(lambda: _build(wh, scope, threads, ref, built, kept, adjust_staged, bool(added)))
         new = _new_evidence(current, evidence, ref.dimension_version, built)
         # Until the audit says which days changed, a day read from the evidence its current version read is taken

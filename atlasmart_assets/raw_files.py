@@ -595,11 +595,11 @@ def measure(con: duckdb.DuckDBPyConnection, all_read_back: bool = False) -> Meas
     # Lines read under no manifest's day (a second document without one) have no day: the file's profile names
     # them (raw_order_lines_match_manifest), and they merge into none.
     merged = {r[0].isoformat(): r[1:] for r in con.execute(sql.text("day_controls")).fetchall() if r[0] is not None}
-    # A first load reads nothing back: no pass over its lines.
+    # A first load reads nothing back: no pass over its lines. A read-back batch without lines has no group: it is
+    # taken for the empty batch it should be (assess).
     fingerprints = {(d.isoformat(), b): fp for d, b, fp in con.execute(
         sql.text("batch_lines_fingerprints").format(lines="candidate.raw_lines" if all_read_back else READ_BACK_LINES)
-    ).fetchall()
-    } if con.execute("select count(*) from candidate.reused_batches").fetchone()[0] else {}
+    ).fetchall()} if con.execute("select count(*) from candidate.reused_batches").fetchone()[0] else {}
     return Measures(by_file, [c for c in conflicts if c[0] is not None], merged, fingerprints)
 
 
@@ -612,6 +612,17 @@ def profile(con: duckdb.DuckDBPyConnection, raw_files: list[RawFile],
     if elsewhere is not None:
         found.add(elsewhere)
     return assess(raw_files, found)
+
+
+# How batch_lines_fingerprints.sql ends the fingerprint of a batch without lines (after DuckDB's version).
+EMPTY_FINGERPRINT_END = ": 0 lines, hash sum 0"
+
+
+def _empty(rf: RawFile) -> str | None:
+    """What a read-back batch whose lines were not found measures as: the empty batch it was loaded as, if it was
+    (its recorded fingerprint is then of this release, or it would not have been read back), else no lines."""
+    loaded = rf.lines_fingerprint
+    return loaded if loaded is not None and loaded.endswith(EMPTY_FINGERPRINT_END) else None
 
 
 def assess(raw_files: list[RawFile], found: Measures) -> tuple[dict[str, dict[str, Any]], list[Finding]]:
@@ -634,7 +645,7 @@ def assess(raw_files: list[RawFile], found: Measures) -> tuple[dict[str, dict[st
             findings.append(Finding("raw_order_lines_match_manifest", rf.partition, rf.path,
                                     f"manifest says records={rf.manifest['records']}, the batch holds "
                                     f"{fig.get('records', 0)} lines"))
-        if rf.read_back and found.fingerprints.get((rf.partition, rf.batch_id)) != rf.lines_fingerprint:
+        if rf.read_back and found.fingerprints.get((rf.partition, rf.batch_id), _empty(rf)) != rf.lines_fingerprint:
             findings.append(Finding("raw_order_lines_match_manifest", rf.partition, rf.path,
                                     f"batch {rf.batch_id}: the warehouse's copy of its lines differs from what was "
                                     f"loaded from this unchanged file (loaded {rf.lines_fingerprint}; now "

@@ -194,31 +194,45 @@ def read_back(wh: Warehouse, run_id: str, days: list[str], stats: LockStats, giv
 def copy_fingerprints(con: duckdb.DuckDBPyConnection, window: Window) -> None:
     """The fingerprints of the window's loaded batches (those of this DuckDB release) into the scratch attached as
     `s`, for verify_read_back."""
-    con.execute("create or replace table s.candidate.loaded_fingerprints as select partition_date, batch_id, "
-                "lines_fingerprint from raw.batches where partition_date between $start and $end "
-                "and starts_with(lines_fingerprint, version() || ':')", window.params)
+    # A warehouse no writer has migrated since 012 has none (a reader does not migrate): nothing to compare.
+    current = ("starts_with(lines_fingerprint, version() || ':')"
+               if ledger.has_column(con, "raw", "batches", "lines_fingerprint") else "false")
+    columns = "lines_fingerprint" if current != "false" else "cast(null as varchar) as lines_fingerprint"
+    con.execute(f"create or replace table s.candidate.loaded_fingerprints as select partition_date, batch_id, "
+                f"{columns} from raw.batches where partition_date between $start and $end and {current}",
+                window.params)
 
 
-def verify_read_back(wh: Warehouse, run_id: str) -> None:
-    """Refuse (RawInputError) when a batch's lines read back into the run's scratch are not those loaded from its
-    file: a correction run without its raw step builds from them, and no raw audit looked at them. A batch loaded
-    before its lines were fingerprinted is not compared."""
-    con = wh.open_scratch(run_id)
-    try:
-        fingerprints = sql.text("batch_lines_fingerprints").format(lines="candidate.raw_lines")
-        differ = con.execute(
-            "select l.partition_date::varchar, l.batch_id, b.file, l.lines_fingerprint, f.lines_fingerprint "
-            f"from candidate.loaded_fingerprints l left join ({fingerprints}) f "
-            "on f.partition_date = l.partition_date and f.extraction_batch = l.batch_id "
-            "join candidate.raw_batches b on b.partition_date = l.partition_date and b.batch_id = l.batch_id "
-            "where f.lines_fingerprint is distinct from l.lines_fingerprint order by 1, 2 limit 1").fetchall()
-    finally:
-        con.close()
+def verify_read_back(wh: Warehouse, run_id: str, days: list[str] | None = None,
+                     lowered: capacity.Lowered | None = None) -> None:
+    """Refuse (RawInputError) when a batch's lines read back into the run's scratch (those of `days`, default all)
+    are not those loaded from its file, as candidate.loaded_fingerprints records them (copy_fingerprints): a
+    correction builds from them, and no raw audit looked at them since they were read. A batch loaded before its
+    lines were fingerprinted is not compared. Scratch work: run `lowered` beside today's load."""
+    differ = (lowered or capacity.Lowered()).run(lambda: _differing(wh, run_id, days))
     for day, batch, file, loaded, now in differ:
         raise raw_files.RawInputError(
             Path(file), day, f"batch {batch}: the warehouse's copy of its lines differs from what was loaded from "
-                             f"its file (loaded {loaded}; now {now or 'no lines'}); nothing was published. Run the "
-                             "chain with raw/order_lines over this window: its raw audit names every such batch")
+                             f"its file (loaded {loaded}; now {now}); nothing was published. Run the chain with "
+                             "raw/order_lines over this window: its raw audit names every such batch")
+
+
+def _differing(wh: Warehouse, run_id: str, days: list[str] | None) -> list[tuple[Any, ...]]:
+    con = wh.open_scratch(run_id)
+    try:
+        fingerprints = sql.text("batch_lines_fingerprints").format(lines="candidate.raw_lines")
+        return con.execute(
+            "select l.partition_date::varchar, l.batch_id, b.file, l.lines_fingerprint, "
+            f"coalesce(f.lines_fingerprint, {ledger.EMPTY_FINGERPRINT}) as now "
+            f"from candidate.loaded_fingerprints l left join ({fingerprints}) f "
+            "on f.partition_date = l.partition_date and f.extraction_batch = l.batch_id "
+            "join candidate.raw_batches b on b.partition_date = l.partition_date and b.batch_id = l.batch_id "
+            "where now is distinct from l.lines_fingerprint "
+            + ("" if days is None else "and l.partition_date in (select unnest($days::date[])) ")
+            + "order by 1, 2 limit 1", {} if days is None else {"days": [dt.date.fromisoformat(d) for d in days]}
+        ).fetchall()
+    finally:
+        con.close()
 
 
 # The days of the run's evidence whose lines the raw step profiled where they are loaded and did not copy into
@@ -267,14 +281,20 @@ def profile_in_place(wh: Warehouse, run_id: str, files: list[RawFile], days: lis
 
 
 def copy_uncopied(wh: Warehouse, run_id: str, uncopied: list[str], days: list[str], stats: LockStats,
-                  give_way: GiveWay | None) -> list[str]:
+                  give_way: GiveWay | None, lowered: capacity.Lowered | None = None) -> list[str]:
     """The lines of those of `days` the raw step profiled in place (`uncopied`, as UNCOPIED lists them), read back
-    into the run's scratch (candidate.raw_lines) and no longer listed there. Returns the days copied: when there
-    are any, the scratch's merge is stale."""
+    into the run's scratch (candidate.raw_lines), compared with what was loaded (a line changed since the raw step
+    compared them is refused, verify_read_back) and no longer listed there. Returns the days copied: when there are
+    any, the scratch's merge is stale."""
     wanted = sorted(set(uncopied) & set(days))
     if not wanted:
         return []
     read_back(wh, run_id, wanted, stats, give_way)
+    with wh.reader(stats=stats) as con:
+        attach(con, wh.scratch_path(run_id), "s")
+        copy_fingerprints(con, Window.of(wanted[0], wanted[-1]))
+        con.execute("detach s")
+    verify_read_back(wh, run_id, wanted, lowered)
     con = wh.open_scratch(run_id)
     try:
         con.execute(f"delete from {UNCOPIED} where partition_date in (select unnest($days::date[]))",

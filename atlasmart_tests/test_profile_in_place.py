@@ -191,3 +191,61 @@ def test_each_chunk_keeps_writers_out_only_while_its_lines_are_read(env, instanc
     assert during == [False] * 4, "10 days in chunks of 3: a writer is kept out while each of the 4 chunks is read"
     assert profiling[:4] == [True] * 4, "and the warehouse is free while each chunk is profiled"
     assert state.content(env) == content
+
+
+def test_a_line_changed_between_the_raw_step_and_the_corrections_copy_is_refused(env, instance, monkeypatch,
+                                                                                copied) -> None:
+    """The raw step compares a day's lines where they are loaded; the correction copies them again to build the
+    day (a deletion request names its customer), later: a line changed in between, the day's controls unchanged
+    (an order moved to another customer), is refused naming the batch file and day, and nothing published moves."""
+    from atlasmart_assets.resources import Warehouse
+
+    _run(instance, BF)
+    subject, holding = customer_and_days(env.raw_dir, DAYS, "2026-09-03")
+    deletion_request(env.raw_dir, "DR-0101", "erasure request", customer_id=subject)
+    day = holding[0]
+    before = state.snapshot(env)
+    real = raw_load.copy_uncopied
+
+    def change_then_copy(wh, run_id, uncopied, days, *args):  # noqa: ANN001, ANN002, ANN202
+        with Warehouse().writer() as con:
+            order = con.execute("select max(order_id) from raw.order_lines where partition_date = $d "
+                                "and customer_id <> $c", {"d": day, "c": subject}).fetchone()[0]
+            con.execute("update raw.order_lines set customer_id = 'C-MOVED' where partition_date = $d "
+                        "and order_id = $o", {"d": day, "o": order})
+        return real(wh, run_id, uncopied, days, *args)
+
+    monkeypatch.setattr(raw_load, "copy_uncopied", change_then_copy)
+    result = run_chain(instance, *WINDOW, {**BF, "dagster/backfill": "bf-changed-between"})
+    text = " ".join(state.failure_causes(result))
+    assert not result.success and f"raw partition {day}" in text, text
+    assert "the warehouse's copy of its lines differs" in text, text
+    assert state.snapshot(env) == before, "nothing published moved"
+
+
+def test_a_batch_without_lines_is_read_back_like_any_other(env, instance, copied) -> None:
+    """An empty landing batch is evidence too: loaded once, it is fingerprinted as empty and read back (or profiled
+    where it is loaded) from then on, never parsed and loaded again on every run."""
+    generate.write_batch(env.raw_dir, dt.date(2026, 9, 4), "B-2026-09-04-empty", [])
+    _run(instance, BF)
+    again = _run(instance, {**BF, "dagster/backfill": "bf-again"})
+    assert "11 batch file(s): 0 parsed, 11 already loaded" in _line(instance, again, "parse")
+    assert "0 new batch(es) appended" in _line(instance, again, "append")
+
+
+def test_a_warehouse_from_before_the_fingerprints_loads_its_batches_again_once(env, instance, copied) -> None:
+    """A warehouse no writer has migrated since the fingerprints (migration 012): the raw step's first read does not
+    fail on the missing column; the batches are parsed and loaded again by the writer that migrates it, and read
+    back from the next run on; what is published does not change."""
+    from atlasmart_assets.resources import Warehouse
+
+    _run(instance, BF)
+    content = state.content(env)
+    with Warehouse().writer() as con:
+        con.execute("alter table raw.batches drop column lines_fingerprint")
+        con.execute("delete from audit.schema_migrations where version = 12")
+    upgraded = _run(instance, {**BF, "dagster/backfill": "bf-upgraded"})
+    assert "10 parsed, 0 already loaded" in _line(instance, upgraded, "parse")
+    assert state.content(env) == content
+    again = _run(instance, {**BF, "dagster/backfill": "bf-again"})
+    assert "0 parsed, 10 already loaded" in _line(instance, again, "parse")

@@ -157,9 +157,14 @@ def latest_publication_id(con: duckdb.DuckDBPyConnection) -> str | None:
 def loaded_batches(con: duckdb.DuckDBPyConnection, window: Window) -> dict[tuple[str, str], dict[str, Any]]:
     """Each landing batch of the window as first loaded, with the rows raw.order_lines holds for it now and whether
     its lines' fingerprint is one this DuckDB release computes (batch_lines_fingerprints.sql)."""
+    # A reader does not migrate: a warehouse no writer has migrated since 012 has no fingerprints yet (its batches are
+    # parsed and loaded again, by the writer that then migrates it).
+    fingerprinted = has_column(con, "raw", "batches", "lines_fingerprint")
+    columns = "b.*" if fingerprinted else "b.*, cast(null as varchar) as lines_fingerprint"
+    fingerprint = "b.lines_fingerprint" if fingerprinted else "cast(null as varchar)"
     cur = con.execute(
-        "select b.*, coalesce(n.rows, 0) as loaded_rows, "
-        "coalesce(starts_with(b.lines_fingerprint, version() || ':'), false) as fingerprint_current "
+        f"select {columns}, coalesce(n.rows, 0) as loaded_rows, "
+        f"coalesce(starts_with({fingerprint}, version() || ':'), false) as fingerprint_current "
         "from raw.batches b left join ("
         " select partition_date, extraction_batch, count(*) as rows from raw.order_lines"
         " where partition_date between $start and $end group by 1, 2) n"
@@ -174,6 +179,17 @@ RAW_BATCHES_COLUMNS = (("partition_date", "date"), ("batch_id", "varchar"), ("fi
                        ("records", "bigint"), ("controls", "varchar"), ("first_run_id", "varchar"))
 
 
+# The fingerprint of a batch without lines, as batch_lines_fingerprints.sql would write it (an SQL expression;
+# raw_files.EMPTY_FINGERPRINT_END is its end).
+EMPTY_FINGERPRINT = "version() || ': 0 lines, hash sum 0'"
+
+
+def has_column(con: duckdb.DuckDBPyConnection, schema: str, table: str, column: str) -> bool:
+    return bool(con.execute("select count(*) from information_schema.columns where table_schema = $s "
+                            "and table_name = $t and column_name = $c",
+                            {"s": schema, "t": table, "c": column}).fetchone()[0])
+
+
 def record_batches(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]], window: Window) -> None:
     """First sighting of each landing batch: the sha256 every later load must match (a batch recorded already
     keeps its first row), and the fingerprint of the lines raw.order_lines now holds for each of them (days
@@ -185,6 +201,9 @@ def record_batches(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]], w
                 "on conflict do nothing", computed=(("first_loaded_at", "now()"),))
     create_table(con, "recorded", (("partition_date", "date"), ("extraction_batch", "varchar")),
                  [(dt.date.fromisoformat(r["partition_date"]), r["batch_id"]) for r in rows], temp=True)
+    # A batch of no lines has no group below: it is recorded as empty, never left without a fingerprint.
+    con.execute(f"update raw.batches b set lines_fingerprint = {EMPTY_FINGERPRINT} from recorded r "
+                "where b.partition_date = r.partition_date and b.batch_id = r.extraction_batch")
     lines = ("(select * from raw.order_lines r semi join recorded using (partition_date, extraction_batch) "
              "where r.partition_date between $start and $end)")
     con.execute(f"update raw.batches b set lines_fingerprint = f.lines_fingerprint "
