@@ -20,6 +20,7 @@ from atlasmart_assets.raw_files import Finding, RawFile
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunScope
 from atlasmart_assets.warehouse import ledger
+from atlasmart_assets.warehouse.migrations import has_column
 from atlasmart_assets.warehouse.connection import (
     GiveWay,
     LockStats,
@@ -196,7 +197,7 @@ def copy_fingerprints(con: duckdb.DuckDBPyConnection, window: Window) -> None:
     `s`, for verify_read_back."""
     # A warehouse no writer has migrated since 012 has none (a reader does not migrate): nothing to compare.
     current = ("starts_with(lines_fingerprint, version() || ':')"
-               if ledger.has_column(con, "raw", "batches", "lines_fingerprint") else "false")
+               if has_column(con, "raw", "batches", "lines_fingerprint") else "false")
     columns = "lines_fingerprint" if current != "false" else "cast(null as varchar) as lines_fingerprint"
     con.execute(f"create or replace table s.candidate.loaded_fingerprints as select partition_date, batch_id, "
                 f"{columns} from raw.batches where partition_date between $start and $end and {current}",
@@ -274,7 +275,8 @@ def profile_in_place(wh: Warehouse, run_id: str, files: list[RawFile], days: lis
             con.execute(sql.text("raw_lines_table"))  # a chunk's lines replace the chunk's before (and their memory)
             _read_loaded_lines(con, part)
 
-        short_reads(wh, con, days, stats, give_way, read, after=lambda part: found.add(raw_files.measure(con, all_read_back=True)))
+        short_reads(wh, con, days, stats, give_way, read,
+                    after=lambda part: found.add(raw_files.measure(con, all_read_back=True)))
     finally:
         con.close()
     return found

@@ -159,7 +159,8 @@ def _move_an_order(day: str) -> tuple[str, str]:
     """One whole order of `day` moved to another customer in raw.order_lines (its batch file unchanged): the day's
     six controls do not move. Returns the order and the customer it was given."""
     with Warehouse().writer() as con:
-        order, = con.execute("select min(order_id) from raw.order_lines where partition_date = $d", {"d": day}).fetchone()
+        order, = con.execute("select min(order_id) from raw.order_lines where partition_date = $d",
+                             {"d": day}).fetchone()
         other, = con.execute("select max(customer_id) from raw.order_lines where partition_date = $d "
                              "and order_id <> $o", {"d": day, "o": order}).fetchone()
         con.execute("update raw.order_lines set customer_id = $c where partition_date = $d and order_id = $o",

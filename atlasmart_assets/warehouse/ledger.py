@@ -13,6 +13,7 @@ import duckdb
 
 from atlasmart_assets import sql
 from atlasmart_assets.scope import RunInfo
+from atlasmart_assets.warehouse.migrations import has_column
 from atlasmart_assets.warehouse.rows import create_table, insert_rows
 from atlasmart_assets.window import Window
 
@@ -182,12 +183,6 @@ RAW_BATCHES_COLUMNS = (("partition_date", "date"), ("batch_id", "varchar"), ("fi
 # The fingerprint of a batch without lines, as batch_lines_fingerprints.sql would write it (an SQL expression;
 # raw_files.EMPTY_FINGERPRINT_END is its end).
 EMPTY_FINGERPRINT = "version() || ': 0 lines, hash sum 0'"
-
-
-def has_column(con: duckdb.DuckDBPyConnection, schema: str, table: str, column: str) -> bool:
-    return bool(con.execute("select count(*) from information_schema.columns where table_schema = $s "
-                            "and table_name = $t and column_name = $c",
-                            {"s": schema, "t": table, "c": column}).fetchone()[0])
 
 
 def record_batches(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]], window: Window) -> None:

@@ -15,6 +15,13 @@ def has_table(con: duckdb.DuckDBPyConnection, schema: str, table: str) -> bool:
                             "and table_name = $t", {"s": schema, "t": table}).fetchone()[0])
 
 
+def has_column(con: duckdb.DuckDBPyConnection, schema: str, table: str, column: str) -> bool:
+    """Whether the table has the column: a reader of a warehouse no writer has migrated yet may not."""
+    return bool(con.execute("select count(*) from information_schema.columns where table_schema = $s "
+                            "and table_name = $t and column_name = $c",
+                            {"s": schema, "t": table, "c": column}).fetchone()[0])
+
+
 def applied(con: duckdb.DuckDBPyConnection) -> set[int]:
     if not has_table(con, "audit", "schema_migrations"):
         return set()
