@@ -57,6 +57,7 @@ CHECKS: dict[str, tuple[tuple[str, ...], str]] = {
 # lines of the days that change (_price_publish).
 PHASES = (("read", Cost(0.2, 0.0, 0.55)), ("build", Cost(0.25, 0.0, 0.7)), ("audit", Cost(0.35, 0.0, 0.22)),
           ("publish", Cost(0.3, 0.0022, 0.55)))
+COSTS = dict(PHASES)
 READ_PUBLISHED = Cost(0.2)
 # A kept day is checked against its ledger and a built day's lines may be copied from the warehouse, in the build
 # phase; the publish writes only the lines of the days that change, but commits, links and indexes every day.
@@ -366,8 +367,7 @@ def _build_line(scope: RunScope, built: list[str], new: list[str], kept: unchang
 
 def _price_publish(progress: Progress, days: int, changed_lines: int) -> None:
     """The publish's cost: every day's commit, and the lines of the days that change written."""
-    publish = next(cost for name, cost in PHASES if name == "publish")
-    progress.reprice("publish", Cost(publish.at(days, changed_lines)))
+    progress.reprice("publish", Cost(COSTS["publish"].at(days, changed_lines)))
 
 
 def correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool], threads: int | None = None,
@@ -420,8 +420,7 @@ def _correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool]
         if not need_raw:  # its line made no estimate; its time counts as what it was
             progress.reprice("read", READ_PUBLISHED)
             progress.expect("read", 1.0)
-        build = next(cost for name, cost in PHASES if name == "build")
-        progress.reprice("build", Cost(build.at(0, sum(lines.values())) + KEPT_DAY_S * len(kept.days)
+        progress.reprice("build", Cost(COSTS["build"].at(0, sum(lines.values())) + KEPT_DAY_S * len(kept.days)
                                        + COPIED_LINE_S * sum(lines.get(d, 0) for d in uncopied)))
         # The days built whose lines the raw step left in the warehouse (it profiled them there) are copied now.
         added = raw_load.copy_uncopied(wh, run_id, uncopied, built, stats, give_way, lowered)

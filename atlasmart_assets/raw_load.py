@@ -111,6 +111,7 @@ def _audits(findings: list[Finding], files: list[RawFile]) -> list[Audit]:
 # 5.5 s, events 0.4 s). expect() scales the append down to the batches not loaded yet.
 PHASES = (("parse", Cost(0.4, 0.0005, 1.27)), ("profile", Cost(0.1, 0.0, 0.31)),
           ("append", Cost(0.2, 0.003, 0.45)))
+COSTS = dict(PHASES)
 # The step's per-day materializations and check results, which Dagster writes once the load is done (between the
 # append's last line and the step's end).
 EVENTS_PHASE = ("events", Cost(0.1, 0.001))
@@ -196,12 +197,12 @@ def copy_fingerprints(con: duckdb.DuckDBPyConnection, window: Window) -> None:
     """The fingerprints of the window's loaded batches (those of this DuckDB release) into the scratch attached as
     `s`, for verify_read_back."""
     # A warehouse no writer has migrated since 012 has none (a reader does not migrate): nothing to compare.
-    current = ("starts_with(lines_fingerprint, version() || ':')"
-               if has_column(con, "raw", "batches", "lines_fingerprint") else "false")
-    columns = "lines_fingerprint" if current != "false" else "cast(null as varchar) as lines_fingerprint"
-    con.execute(f"create or replace table s.candidate.loaded_fingerprints as select partition_date, batch_id, "
-                f"{columns} from raw.batches where partition_date between $start and $end and {current}",
-                window.params)
+    if has_column(con, "raw", "batches", "lines_fingerprint"):
+        picked = "lines_fingerprint from raw.batches where starts_with(lines_fingerprint, version() || ':') and"
+    else:
+        picked = "cast(null as varchar) as lines_fingerprint from raw.batches where false and"
+    con.execute(f"create or replace table s.candidate.loaded_fingerprints as select partition_date, batch_id, {picked} "
+                "partition_date between $start and $end", window.params)
 
 
 def verify_read_back(wh: Warehouse, run_id: str, days: list[str] | None = None,
@@ -438,7 +439,7 @@ def _size(progress: Progress, days: int, files: list[RawFile], in_place: set[str
     for f in files:
         lines["parsed" if not f.read_back else "in place" if f.partition in in_place else "read back"] += _records(f)
     progress.size(days, sum(lines.values()))
-    parse, profile = PHASES[0][1], PHASES[1][1]
+    parse, profile = COSTS["parse"], COSTS["profile"]
     progress.reprice("parse", Cost(parse.at(days, 0) + sum(PARSE_LINE_S[k] * n for k, n in lines.items())))
     progress.reprice("profile", Cost(profile.at(days, 0) + sum(PROFILE_LINE_S[k] * n for k, n in lines.items())
                                      + (IN_PLACE_DAY_S * days if lines["in place"] else 0.0)))
