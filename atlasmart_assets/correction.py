@@ -95,6 +95,7 @@ def _read_published(wh: Warehouse, scope: RunScope, stats: LockStats, need_raw: 
     lines took 4 s in one)."""
     run_id = scope.run.run_id
     read = None
+    lines: dict[str, int] = {}
     with wh.reader(stats=stats) as con:
         current = ledger.current(con, scope.window)
         if len(scope.window.keys) <= wh.settings.chunk_days and unchanged.checked_days(scope.window, current):
@@ -110,6 +111,7 @@ def _read_published(wh: Warehouse, scope: RunScope, stats: LockStats, need_raw: 
             con.execute("create or replace table s.candidate.reused_batches as select partition_date, batch_id, "
                         "file from s.candidate.raw_batches")
             raw_load.copy_fingerprints(con, scope.window)
+            lines = raw_load.batch_lines(con, "s.candidate.raw_batches")
             con.execute("detach s")
     if need_raw:
         con = wh.open_scratch(run_id)
@@ -117,7 +119,7 @@ def _read_published(wh: Warehouse, scope: RunScope, stats: LockStats, need_raw: 
             con.execute(sql.text("raw_lines_table"))
         finally:
             con.close()
-        raw_load.read_back(wh, run_id, scope.window.keys, stats, give_way)
+        raw_load.read_back(wh, run_id, scope.window.keys, stats, give_way, lines)
         raw_load.verify_read_back(wh, run_id, lowered=lowered)
     return current, read
 

@@ -8,7 +8,7 @@ import datetime as dt
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 import duckdb
 
@@ -141,33 +141,34 @@ def _profile(wh: Warehouse, scope: RunScope, threads: int | None, files: list[Ra
         con.close()
 
 
-def day_chunks(wh: Warehouse, days: list[str], stats: LockStats, give_way: GiveWay | None) -> Iterator[list[str]]:
-    """`days` a chunk at a time, as a long read or write of the raw step takes them: a backfill's waits before each
-    chunk while today's load runs (when there is more than one chunk), and from the second on the processes that
-    announced they wait on the lock go first."""
-    step = wh.settings.chunk_days
-    for start in range(0, len(days), step):
-        if give_way is not None and len(days) > step:
+def day_chunks(wh: Warehouse, days: list[str], stats: LockStats, give_way: GiveWay | None,
+               lines: Mapping[str, int] | None = None) -> Iterator[list[str]]:
+    """`days` a chunk at a time (Settings.chunks, by each day's `lines` where given), as a long read or write of the
+    raw step takes them: a backfill's waits before each chunk while today's load runs (when there is more than one
+    chunk), and from the second on the processes that announced they wait on the lock go first."""
+    parts = wh.settings.chunks(days, lines)
+    for n, part in enumerate(parts):
+        if give_way is not None and len(parts) > 1:
             stats.gave_way.append(give_way())
-        if start:
+        if n:
             hand_over(wh.settings.warehouse_path)
-        yield days[start:start + step]
+        yield part
 
 
 def short_reads(wh: Warehouse, con: duckdb.DuckDBPyConnection, days: list[str], stats: LockStats,
                 give_way: GiveWay | None, read: Callable[[duckdb.DuckDBPyConnection, list[str]], None],
-                after: Callable[[list[str]], None] | None = None) -> None:
+                after: Callable[[list[str]], None] | None = None, lines: Mapping[str, int] | None = None) -> None:
     """`read(con, part)` for each chunk of `days` (sorted), in one short read: the warehouse attached read-only to
     `con` as `w`, then detached. A reader keeps today's publish out as a writer would, so a backfill's long read is
     held as its appends are: it gives way before each chunk, and a chunk under way is given up (rolled back) to a
     process waiting on the lock or to today's load starting. `after(part)`: once the chunk is read and the
-    warehouse let go."""
-    long_read = give_way is not None and len(days) > wh.settings.chunk_days
+    warehouse let go. `lines`: each day's, to size the chunks by."""
+    long_read = give_way is not None and len(wh.settings.chunks(days, lines)) > 1
 
     def hold() -> contextlib.AbstractContextManager[duckdb.DuckDBPyConnection]:
         return attached_hold(con, wh.settings.warehouse_path, "w", wh.settings.lock_timeout_s, stats)
 
-    for part in day_chunks(wh, days, stats, give_way):
+    for part in day_chunks(wh, days, stats, give_way, lines):
         preemptible_hold(hold, wh.settings.warehouse_path, lambda con, part=part: read(con, part), stats,
                          give_way if long_read else None, preemptible=long_read)
         if after is not None:
@@ -178,19 +179,35 @@ def _read_loaded_lines(con: duckdb.DuckDBPyConnection, part: list[str]) -> None:
     con.execute(sql.text("raw_lines_loaded"), Window.of(part[0], part[-1]).params)
 
 
-def read_back(wh: Warehouse, run_id: str, days: list[str], stats: LockStats, give_way: GiveWay | None) -> None:
+def read_back(wh: Warehouse, run_id: str, days: list[str], stats: LockStats, give_way: GiveWay | None,
+              lines: Mapping[str, int] | None = None) -> None:
     """The lines of the batches the run's scratch lists in candidate.reused_batches, copied from raw.order_lines
     into its candidate.raw_lines, a chunk of `days` per short read (short_reads). One scratch connection takes them
     all and attaches the warehouse read-only for each chunk: the scratch is written back once, at the end, not
-    inside every hold (a year's read-back: 6.2-7.5 s against 8.1-10.2 s, holds of 0.6-0.8 s against 1.2-1.4 s)."""
+    inside every hold (a year's read-back: 6.2-7.5 s against 8.1-10.2 s, holds of 0.6-0.8 s against 1.2-1.4 s).
+    `lines`: each day's, to size the chunks by."""
     days = sorted(days)
     if not days or not wh.settings.warehouse_path.exists():
         return  # nothing was ever loaded: nothing to read back
     con = wh.open_scratch(run_id)
     try:
-        short_reads(wh, con, days, stats, give_way, _read_loaded_lines)
+        short_reads(wh, con, days, stats, give_way, _read_loaded_lines, lines=lines)
     finally:
         con.close()
+
+
+def batch_lines(con: duckdb.DuckDBPyConnection, batches: str) -> dict[str, int]:
+    """Each day's lines as `batches` (a table with raw.batches' partition_date and records) records them."""
+    return {day.isoformat(): int(n) for day, n in con.execute(
+        f"select partition_date, coalesce(sum(records), 0) from {batches} group by 1").fetchall()}
+
+
+def file_lines(files: list[RawFile]) -> dict[str, int]:
+    """Each day's lines as its files' manifests count them."""
+    out: dict[str, int] = {}
+    for f in files:
+        out[f.partition] = out.get(f.partition, 0) + int(f.manifest["records"])
+    return out
 
 
 def copy_fingerprints(con: duckdb.DuckDBPyConnection, window: Window) -> None:
@@ -277,7 +294,7 @@ def profile_in_place(wh: Warehouse, run_id: str, files: list[RawFile], days: lis
             _read_loaded_lines(con, part)
 
         short_reads(wh, con, days, stats, give_way, read,
-                    after=lambda part: found.add(raw_files.measure(con, all_read_back=True)))
+                    after=lambda part: found.add(raw_files.measure(con, all_read_back=True)), lines=file_lines(mine))
     finally:
         con.close()
     return found
@@ -292,7 +309,12 @@ def copy_uncopied(wh: Warehouse, run_id: str, uncopied: list[str], days: list[st
     wanted = sorted(set(uncopied) & set(days))
     if not wanted:
         return []
-    read_back(wh, run_id, wanted, stats, give_way)
+    con = wh.open_scratch(run_id)
+    try:
+        lines = batch_lines(con, "candidate.raw_batches")
+    finally:
+        con.close()
+    read_back(wh, run_id, wanted, stats, give_way, lines)
     with wh.reader(stats=stats) as con:
         attach(con, wh.scratch_path(run_id), "s")
         copy_fingerprints(con, Window.of(wanted[0], wanted[-1]))
@@ -334,10 +356,14 @@ def _load(wh: Warehouse, scope: RunScope, threads: int | None, log: Callable[[st
     progress.watch(lambda: capacity.paused_s(lowered))  # the scratch work paused beside today's load
     with wh.reader(stats=stats) as rcon:
         first_seen = ledger.loaded_batches(rcon, scope.window)
-    # Reading loaded batches back pays off for a long window (a year's re-publish: raw step 34-37 s -> 16-19 s); a
-    # short one (today's load) parses its few files and so takes the lock no more often than before.
+    # Reading loaded batches back pays off for a window of more than one chunk, by days or by lines (a year's
+    # re-publish: raw step 34-37 s -> 16-19 s; 31 days of 200,000 lines: 23.5-23.9 s -> 5.6-6.0 s); a short one
+    # (today's load) parses its few files and so takes the lock no more often than before.
+    loaded_lines: dict[str, int] = {}
+    for (day, _), seen in first_seen.items():
+        loaded_lines[day] = loaded_lines.get(day, 0) + int(seen["loaded_rows"] or 0)
     by_file = ({str(seen["file"]): seen for seen in first_seen.values()}
-               if len(scope.window.keys) > wh.settings.chunk_days else {})
+               if len(wh.settings.chunks(scope.window.keys, loaded_lines)) > 1 else {})
     try:
         files = scratch_work.run(lambda: _parse(wh, scope, threads, by_file), log=log)
     except raw_files.RawInputError as exc:
@@ -353,7 +379,7 @@ def _load(wh: Warehouse, scope: RunScope, threads: int | None, log: Callable[[st
     if in_place and keepable is not None:
         may_keep = keepable(files)
         in_place = [d for d in in_place if d in may_keep]
-    read_back(wh, run_id, sorted({f.partition for f in loaded} - set(in_place)), stats, give_way)
+    read_back(wh, run_id, sorted({f.partition for f in loaded} - set(in_place)), stats, give_way, file_lines(loaded))
     con = wh.open_scratch(run_id)
     try:
         create_table(con, UNCOPIED, (("partition_date", "date"),), [(dt.date.fromisoformat(d),) for d in in_place])
@@ -380,10 +406,10 @@ def _load(wh: Warehouse, scope: RunScope, threads: int | None, log: Callable[[st
         return RawLoad(audits, files, figures, [], stats)
     # Each chunk of days is its own short transaction (rows and batch records together), so a year's first load
     # never holds the warehouse for long; a crash between chunks leaves whole batches, and the next run loads the rest.
-    days, step = sorted({f.partition for f in to_load}), wh.settings.chunk_days
-    long_write = len(days) > step  # one chunk is one short hold, like a one-chunk publish: nothing to give way to
-    chunks = -(-len(days) // step)
-    for k, part in enumerate(day_chunks(wh, days, stats, give_way), start=1):
+    days, lines = sorted({f.partition for f in to_load}), file_lines(to_load)
+    chunks = len(wh.settings.chunks(days, lines))
+    long_write = chunks > 1  # one chunk is one short hold, like a one-chunk publish: nothing to give way to
+    for k, part in enumerate(day_chunks(wh, days, stats, give_way, lines), start=1):
         chunk = set(part)
         _append(wh, run_id, [f for f in to_load if f.partition in chunk], stats, give_way if long_write else None)
         if long_write:

@@ -11,9 +11,11 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import duckdb
+
+from atlasmart_assets.window import Window, chunks
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,6 +33,7 @@ class Settings:
     backfill_threads: int
     version_grace_s: float
     chunk_days: int = 31
+    chunk_lines: int = 2_000_000
     backfill_nice: int = 10
     backfill_give_way_s: float = 60.0
     freshness_deadline: str = "06:00"
@@ -59,6 +62,15 @@ class Settings:
     @property
     def notices_dir(self) -> Path:
         return self.data_dir / "notices"
+
+    def chunks(self, days: Sequence[str], lines: Mapping[str, int] | None = None) -> list[list[str]]:
+        """`days` as a long correction holds the warehouse for them: runs of at most ATLASMART_CHUNK_DAYS days and,
+        given each day's `lines`, ATLASMART_CHUNK_LINES lines (a heavier day alone)."""
+        return chunks(days, self.chunk_days, lines, self.chunk_lines)
+
+    def split(self, window: Window, lines: Mapping[str, int] | None = None) -> list[Window]:
+        """The window as `chunks` cuts its days."""
+        return window.split(self.chunk_days, lines, self.chunk_lines)
 
 
 def _as_of(value: str | None) -> dt.date | None:
@@ -172,6 +184,7 @@ def load(overrides: Mapping[str, str | None] | None = None) -> Settings:
         backfill_threads=int(_number(env, "ATLASMART_BACKFILL_THREADS", "1", 1, "threads", whole=True)),
         version_grace_s=_number(env, "ATLASMART_VERSION_GRACE_S", "300", 0, "seconds"),
         chunk_days=int(_number(env, "ATLASMART_CHUNK_DAYS", "31", 1, "days", whole=True)),
+        chunk_lines=int(_number(env, "ATLASMART_CHUNK_LINES", "2000000", 1, "lines", whole=True)),
         backfill_nice=int(_number(env, "ATLASMART_BACKFILL_NICE", "10", 0, "steps", whole=True, maximum=19)),
         backfill_give_way_s=_number(env, "ATLASMART_BACKFILL_GIVE_WAY_S", "60", 0, "seconds"),
         freshness_deadline=_deadline(env.get(DEADLINE_ENV, "06:00")),

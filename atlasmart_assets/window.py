@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from typing import Mapping, Sequence
 
 
 @dataclass(frozen=True)
@@ -27,14 +28,10 @@ class Window:
     def keys(self) -> list[str]:
         return [(self.start + dt.timedelta(days=k)).isoformat() for k in range((self.end - self.start).days + 1)]
 
-    def split(self, days: int) -> list["Window"]:
-        """Consecutive windows of at most `days` days covering this one, in order."""
-        step = dt.timedelta(days=days)
-        out, start = [], self.start
-        while start <= self.end:
-            out.append(Window(start, min(start + step - dt.timedelta(days=1), self.end)))
-            start += step
-        return out
+    def split(self, days: int, lines: Mapping[str, int] | None = None, most_lines: int | None = None) -> list["Window"]:
+        """Consecutive windows covering this one, in order, each of at most `days` days and, given each day's
+        `lines`, of at most `most_lines` lines (a day over that alone)."""
+        return [Window.of(part[0], part[-1]) for part in chunks(self.keys, days, lines, most_lines)]
 
     @property
     def params(self) -> dict[str, dt.date]:
@@ -42,3 +39,21 @@ class Window:
 
     def __str__(self) -> str:
         return self.start.isoformat() if self.start == self.end else f"{self.start}..{self.end}"
+
+
+def chunks(days: Sequence[str], most_days: int, lines: Mapping[str, int] | None = None,
+           most_lines: int | None = None) -> list[list[str]]:
+    """`days` (in order) cut into consecutive runs of at most `most_days` days and, given each day's `lines` (a day
+    not in it has none), of at most `most_lines` lines, where a day over that is a run of its own. A hold's work
+    grows with its lines, not its days: a month of heavy days is cut where a month of the bench's is not."""
+    out: list[list[str]] = []
+    weight = 0
+    for day in days:
+        own = (lines or {}).get(day, 0)
+        if not out or len(out[-1]) >= most_days or (
+                most_lines is not None and out[-1] and weight + own > most_lines):
+            out.append([])
+            weight = 0
+        out[-1].append(day)
+        weight += own
+    return out

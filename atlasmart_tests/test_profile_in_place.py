@@ -26,9 +26,9 @@ def copied(monkeypatch) -> list[list[str]]:  # noqa: ANN001
     calls: list[list[str]] = []
     real = raw_load.read_back
 
-    def spy(wh, run_id, days, stats, give_way) -> None:  # noqa: ANN001
+    def spy(wh, run_id, days, stats, give_way, lines=None) -> None:  # noqa: ANN001
         calls.append(sorted(days))
-        real(wh, run_id, days, stats, give_way)
+        real(wh, run_id, days, stats, give_way, lines)
 
     monkeypatch.setattr(raw_load, "read_back", spy)
     return calls

@@ -60,12 +60,15 @@ Figures = dict[str, dict]
 def _read_by_chunk(wh: Warehouse, window: Window,
                    read: Callable[[duckdb.DuckDBPyConnection, Window], tuple[Figures, ...]],
                    give_way: GiveWay | None = None) -> tuple[Figures, ...]:
-    """`read` over each chunk of the window (ATLASMART_CHUNK_DAYS) in its own short read-only connection, handing
-    the lock to a waiting writer between two: a year's check never keeps today's load out for long. A backfill's
-    (`give_way`) reads no chunk while today's load runs: it would take the cores today's load works on. Each day
-    is read whole in one snapshot (the checks are per day)."""
+    """`read` over each chunk of the window (ATLASMART_CHUNK_DAYS, and ATLASMART_CHUNK_LINES of the lines the ledger
+    says each day publishes) in its own short read-only connection, handing the lock to a waiting writer between
+    two: a year's check never keeps today's load out for long. A backfill's (`give_way`) reads no chunk while
+    today's load runs: it would take the cores today's load works on. Each day is read whole in one snapshot (the
+    checks are per day)."""
     out: tuple[Figures, ...] = ()
-    parts = window.split(wh.settings.chunk_days)
+    if give_way is not None and len(window.keys) > 1:
+        give_way()  # the ledger's read of each day's lines takes the lock too
+    parts = wh.settings.split(window, _published_lines(wh, window))
     for n, part in enumerate(parts):
         if give_way is not None and len(parts) > 1:
             give_way()
@@ -75,6 +78,17 @@ def _read_by_chunk(wh: Warehouse, window: Window,
             got = read(con, part)
         out = tuple({**a, **b} for a, b in zip(out, got)) if out else got
     return out
+
+
+def _published_lines(wh: Warehouse, window: Window) -> dict[str, int]:
+    """Each published day's lines as the ledger records them, to size the reads by (none before a first publish;
+    today's one day is one read whatever its lines, so not looked up)."""
+    if len(window.keys) == 1 or not wh.settings.warehouse_path.exists():
+        return {}
+    with wh.reader() as con:
+        return {d.isoformat(): int(n or 0) for d, n in con.execute(
+            "select partition_date, rows_after from audit.current_publications "
+            "where partition_date between $start and $end", window.params).fetchall()}
 
 
 CHECKED = {FACT_UNIQUE: FCT_ORDER_LINES, MART_MATCHES: REVENUE_DAILY}

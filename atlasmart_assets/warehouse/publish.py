@@ -222,21 +222,23 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
             stats: LockStats | None = None, give_way: GiveWay | None = None,
             on_chunk: OnChunk | None = None, line_ids_as_of: int | None = None) -> Publication:
     """Publish staged, fact and mart for the whole window in ONE commit, with the ledger and the prior version;
-    then swap the extracts in. A window longer than one chunk (ATLASMART_CHUNK_DAYS) has its staged and fact rows
-    written ahead into the version store, so its commit moves the ledger's pointers (and the small mart) rather
-    than rows, and retention follows the commit; a window of one chunk (today's load) does all of it in the
-    commit, one hold. `expected` is what the audit compared against: if another publisher moved a partition
-    since, nothing is published. `stored` (a rollback's): days whose rows the version store holds already (-> the
-    publication that stored them), pointed at rather than written. `give_way` (a backfill's) is called before each
-    hold of a long write, `on_chunk` (k, n, days, how many of them were written) after each chunk of the write
-    ahead. `line_ids_as_of`: the ledger seq at which the candidate's line ids were searched among the published
-    days (a correction's cross-day audit); the commit refuses if a day published since holds one of them."""
+    then swap the extracts in. A window of more than one chunk (ATLASMART_CHUNK_DAYS days, or ATLASMART_CHUNK_LINES
+    lines to write) has its staged and fact rows written ahead into the version store, so its commit moves the
+    ledger's pointers (and the small mart) rather than rows, and retention follows the commit; a window of one
+    chunk (today's load) does all of it in the commit, one hold. `expected` is what the audit compared against:
+    if another publisher moved a partition since, nothing is published. `stored` (a rollback's): days whose rows
+    the version store holds already (-> the publication that stored them), pointed at rather than written.
+    `give_way` (a backfill's) is called before each hold of a long write, `on_chunk` (k, n, days, how many of them
+    were written) after each chunk of the write ahead. `line_ids_as_of`: the ledger seq at which the candidate's
+    line ids were searched among the published days (a correction's cross-day audit); the commit refuses if a day
+    published since holds one of them."""
     cfg = wh.settings
     pub_id = ledger.new_publication_id(kind)
-    parts = window.split(cfg.chunk_days)
-    ahead = len(parts) > 1
     # Decided on what the audit compared against: if a day moved since, the commit refuses.
     reuse = {**ledger.reused(expected or {}, after), **(stored or {})}
+    # Chunks by the lines each writes too: a month of heavy days in one commit held the warehouse for seconds.
+    parts = cfg.split(window, {p: c.rows for p, c in after.items() if p not in reuse})
+    ahead = len(parts) > 1
     texts = {p: c.extract_json for p, c in after.items()}
     committed = commit_began = False
     try:

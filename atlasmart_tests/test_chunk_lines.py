@@ -1,0 +1,123 @@
+"""A hold's work grows with its lines, not its days: a long correction cuts its chunks by ATLASMART_CHUNK_LINES as
+well as by ATLASMART_CHUNK_DAYS, so a month of heavy days is appended, read back and written ahead in holds of
+bounded size (one commit of 31 days x 200,000 lines held the warehouse 2.8 s), and a short window of heavy days is
+read back rather than parsed again. The tests shrink the line budget to two of the shipped evidence's days."""
+
+import random
+import re
+
+import duckdb
+import pytest
+
+from atlasmart_assets import candidates, settings
+from atlasmart_assets.checks import published
+from atlasmart_assets.lab import run_chain
+from atlasmart_assets.resources import Warehouse
+from atlasmart_assets.window import Window, chunks
+from atlasmart_tests import state
+
+WINDOW = ("2026-09-01", "2026-09-10")
+BF = {"dagster/backfill": "bf-chunk-lines"}
+BUDGET = 30  # lines: the shipped days hold 12 records each, so two days a chunk
+CHUNK = re.compile(r"chunk (\d+)/(\d+) \((\S+?)(?:\.\.(\S+))?\)")
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_chunks_hold_at_most_their_days_and_lines_and_cover_the_days_in_order(seed: int) -> None:
+    rng = random.Random(seed)
+    days = Window.of("2026-01-01", "2026-12-31").keys[:rng.randint(0, 120)]
+    lines = {d: rng.choice([0, 1, 5, 40, 400]) for d in days if rng.random() < 0.9}
+    most_days, most_lines = rng.randint(1, 40), rng.randint(1, 500)
+    parts = chunks(days, most_days, lines, most_lines)
+    assert [d for part in parts for d in part] == days, "every day once, in order"
+    for part in parts:
+        assert 1 <= len(part) <= most_days
+        weight = sum(lines.get(d, 0) for d in part)
+        assert weight <= most_lines or len(part) == 1, (part, weight)
+    for before, after in zip(parts, parts[1:]):
+        joined = before + after[:1]
+        assert len(joined) > most_days or sum(lines.get(d, 0) for d in joined) > most_lines, \
+            "a chunk ends only where the next day would not fit"
+
+
+def test_a_day_heavier_than_the_budget_is_a_chunk_of_its_own() -> None:
+    days = Window.of("2026-09-01", "2026-09-05").keys
+    heavy = {d: 10 for d in days} | {days[2]: 1_000}
+    assert chunks(days, 31, heavy, 25) == [days[0:2], [days[2]], days[3:5]]
+    assert chunks(days, 31) == [days], "without lines, by days alone"
+    assert Window.of(*WINDOW).split(31, {d: 12 for d in Window.of(*WINDOW).keys}, BUDGET) == [
+        Window.of(d, e) for d, e in (("2026-09-01", "2026-09-02"), ("2026-09-03", "2026-09-04"),
+                                     ("2026-09-05", "2026-09-06"), ("2026-09-07", "2026-09-08"),
+                                     ("2026-09-09", "2026-09-10"))]
+
+
+def _logs(instance, result, phase: str) -> list[str]:  # noqa: ANN001
+    return [e.user_message for e in instance.all_logs(result.run_id)
+            if e.user_message and f"] {phase}: chunk" in e.user_message]
+
+
+def _chunk_days(lines: list[str]) -> list[list[str]]:
+    out = []
+    for line in lines:
+        k, n, start, end = CHUNK.search(line).groups()
+        out.append(Window.of(start, end).keys)
+    return out
+
+
+def _per_day(cfg: settings.Settings, table: str) -> dict[str, int]:
+    con = duckdb.connect(str(cfg.warehouse_path), read_only=True)
+    try:
+        return {d.isoformat(): n for d, n in con.execute(
+            f"select partition_date, count(*) from {table} group by 1").fetchall()}
+    finally:
+        con.close()
+
+
+def test_a_window_of_one_chunk_by_days_is_appended_and_written_ahead_a_chunk_of_lines_at_a_time(
+        env, instance, monkeypatch, tmp_path) -> None:  # noqa: ANN001
+    monkeypatch.setenv("ATLASMART_CHUNK_LINES", str(BUDGET))
+    result = run_chain(instance, *WINDOW, BF)
+    assert result.success, state.failure_text(result)
+    cfg = settings.load()
+    raw, fact = _per_day(cfg, "raw.order_lines"), _per_day(cfg, "fact.fct_order_lines")
+    appended, written = _chunk_days(_logs(instance, result, "append")), _chunk_days(_logs(instance, result, "publish"))
+    for parts, lines in ((appended, raw), (written, fact)):
+        assert len(parts) > 1, "ten days are one chunk by days, several by lines"
+        assert [d for part in parts for d in part] == Window.of(*WINDOW).keys
+        assert all(sum(lines[d] for d in part) <= BUDGET or len(part) == 1 for part in parts), (parts, lines)
+    chunked = state.content(cfg)
+
+    # The published checks read the window a chunk of the ledger's lines at a time too, and still pass.
+    read: list[Window] = []
+    real = candidates.controls
+
+    def spy(con, relation, window, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        if relation == "fact.fct_order_lines":
+            read.append(window)
+        return real(con, relation, window, *args, **kwargs)
+
+    monkeypatch.setattr(candidates, "controls", spy)
+    assert all(a.passed for a in published.published_checks(Warehouse(), Window.of(*WINDOW)))
+    assert len(read) > 1 and [d for part in read for d in part.keys] == Window.of(*WINDOW).keys
+    assert all(sum(fact[d] for d in part.keys) <= BUDGET or len(part.keys) == 1 for part in read), read
+    monkeypatch.setattr(candidates, "controls", real)
+    monkeypatch.delenv("ATLASMART_CHUNK_LINES")
+
+    # The same evidence in one chunk (the default budget) publishes the same content: only the holds differ.
+    monkeypatch.setenv("ATLASMART_DATA_DIR", str(tmp_path / "whole"))
+    whole = run_chain(instance, *WINDOW, {"dagster/backfill": "bf-whole"})
+    assert whole.success, state.failure_text(whole)
+    assert not _logs(instance, whole, "publish"), "ten light days are one chunk: published in the commit's hold"
+    assert state.content(settings.load()) == chunked
+
+
+def test_a_short_window_of_heavy_days_is_read_back_not_parsed_again(env, instance, monkeypatch) -> None:
+    monkeypatch.setenv("ATLASMART_CHUNK_LINES", str(BUDGET))
+    first = run_chain(instance, *WINDOW, BF)
+    assert first.success, state.failure_text(first)
+    content = state.content(settings.load())
+    again = run_chain(instance, *WINDOW, {"dagster/backfill": "bf-again"})
+    assert again.success, state.failure_text(again)
+    [parse] = [e.user_message for e in instance.all_logs(again.run_id) if "] parse:" in (e.user_message or "")]
+    assert "0 parsed, 10 already loaded" in parse, parse
+    assert state.content(settings.load()) == content
