@@ -98,7 +98,8 @@ def _read_published(wh: Warehouse, scope: RunScope, stats: LockStats, need_raw: 
     lines: dict[str, int] = {}
     with wh.reader(stats=stats) as con:
         current = ledger.current(con, scope.window)
-        if len(scope.window.keys) <= wh.settings.chunk_days and unchanged.checked_days(scope.window, current):
+        rows = {d: c.rows for d, c in current.items()}
+        if len(wh.settings.chunks(scope.window.keys, rows)) == 1 and unchanged.checked_days(scope.window, current):
             attach(con, wh.scratch_path(run_id), "s")
             read = unchanged.read_with_ledger(con, scope.window, current)
             con.execute("detach s")
@@ -223,8 +224,10 @@ def _line_id_repeats(wh: Warehouse, scope: RunScope, threads: int | None, stats:
     as_of = 0
     try:
         if wh.settings.warehouse_path.exists():
-            # As every hold of a long write: a backfill of one chunk takes its few short holds without waiting.
-            if give_way is not None and len(scope.window.keys) > wh.settings.chunk_days:
+            # As every hold of a long write: a backfill of one chunk (by days and by lines) takes its few short
+            # holds without waiting.
+            long = len(wh.settings.chunks(scope.window.keys, raw_load.batch_lines(con, "candidate.raw_batches"))) > 1
+            if give_way is not None and long:
                 stats.gave_way.append(give_way())
             with attached_hold(con, wh.settings.warehouse_path, "w", wh.settings.lock_timeout_s, stats):
                 # A day the run keeps as published is the published fact's, like the days outside the window.

@@ -111,7 +111,8 @@ def requested_loaded_days(wh: Warehouse, run_id: str, deletion_keys: pd.DataFram
     con = wh.open_scratch(run_id)
     try:
         con.register("requested_keys", deletion_keys)
-        raw_load.short_reads(wh, con, days, stats, give_way, read)
+        raw_load.short_reads(wh, con, days, stats, give_way, read,
+                             lines=raw_load.batch_lines(con, "candidate.raw_batches"))
     finally:
         con.close()
     return found
@@ -171,14 +172,15 @@ def verify(wh: Warehouse, run_id: str, window: Window, current: dict[str, Curren
     elif keep:  # a run that keeps nothing (atlasmart/rederive) needs no ledger rows: one hold fewer
         with wh.reader(stats=stats) as rcon:
             found = ledger.publication_candidates(rcon, {d: current[d].publication_id for d in keep})
-    long_read = give_way is not None and len(checked) > wh.settings.chunk_days
+    rows = {d: current[d].rows for d in checked}
+    long_read = give_way is not None and len(wh.settings.chunks(checked, rows)) > 1
     con = wh.open_scratch(run_id)
     try:
         def hold() -> contextlib.AbstractContextManager[duckdb.DuckDBPyConnection]:
             return attached_hold(con, wh.settings.warehouse_path, "w", wh.settings.lock_timeout_s, stats)
 
         if read is None:  # else read_with_ledger copied them in today's load's read of the ledger
-            for k, part in enumerate(raw_load.day_chunks(wh, checked, stats, give_way)):
+            for k, part in enumerate(raw_load.day_chunks(wh, checked, stats, give_way, rows)):
                 preemptible_hold(hold, wh.settings.warehouse_path,
                                  lambda con, part=part, first=k == 0: copy_published(con, part, "w.", "", first),
                                  stats, give_way if long_read else None, preemptible=long_read)

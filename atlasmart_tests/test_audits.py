@@ -152,13 +152,17 @@ class _RecordedGiveWay:
         return False
 
 
+# A window of several chunks, by days or by lines (the days hold 12 lines each): a long backfill's holds give way.
+@pytest.mark.parametrize("chunks", [{"ATLASMART_CHUNK_DAYS": "1"}, {"ATLASMART_CHUNK_LINES": "13"}],
+                         ids=["by-days", "by-lines"])
 def test_the_cross_day_line_id_pass_is_scratch_work_after_a_hold_that_gives_way(env, published, instance, tmp_path,
-                                                                                monkeypatch) -> None:
+                                                                                monkeypatch, chunks) -> None:
     """A backfill's search of the published fact for its line ids is a warehouse hold like any other: taken after
     giving way to today's load. The pass over the window's line ids that follows (a year's 7.3 M) is scratch work,
     in the paused, lowered child, not in the step's own process beside today's load."""
     published(("2026-09-18", "2026-09-20"))
-    monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "1")  # a window of two chunks: a long backfill's holds give way
+    for name, value in chunks.items():
+        monkeypatch.setenv(name, value)
     events: list[str] = []
     real_wait = connection.waiting_on_lock
     monkeypatch.setattr(connection, "waiting_on_lock", lambda *a, **k: events.append("lock") or real_wait(*a, **k))

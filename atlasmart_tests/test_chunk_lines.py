@@ -3,18 +3,22 @@ well as by ATLASMART_CHUNK_DAYS, so a month of heavy days is appended, read back
 bounded size (one commit of 31 days x 200,000 lines held the warehouse 2.8 s), and a short window of heavy days is
 read back rather than parsed again. The tests shrink the line budget to two of the shipped evidence's days."""
 
+import json
 import random
 import re
 
 import duckdb
 import pytest
 
-from atlasmart_assets import candidates, settings
+from atlasmart_assets import candidates, raw_load, settings, unchanged
 from atlasmart_assets.checks import published
 from atlasmart_assets.lab import run_chain
 from atlasmart_assets.resources import Warehouse
+from atlasmart_assets.warehouse import ledger
+from atlasmart_assets.warehouse import publish as publish_module
 from atlasmart_assets.window import Window, chunks
 from atlasmart_tests import state
+from atlasmart_tests.evidence_edits import deletion_request
 
 WINDOW = ("2026-09-01", "2026-09-10")
 BF = {"dagster/backfill": "bf-chunk-lines"}
@@ -121,3 +125,98 @@ def test_a_short_window_of_heavy_days_is_read_back_not_parsed_again(env, instanc
     [parse] = [e.user_message for e in instance.all_logs(again.run_id) if "] parse:" in (e.user_message or "")]
     assert "0 parsed, 10 already loaded" in parse, parse
     assert state.content(settings.load()) == content
+
+
+def _fact_lines(cfg: settings.Settings) -> dict[str, int]:
+    return _per_day(cfg, "fact.fct_order_lines")
+
+
+def test_the_check_of_the_days_a_republish_keeps_reads_a_chunk_of_lines_at_a_time(env, instance, monkeypatch) -> None:
+    """A re-publish reads each kept day's published lines to check them against its ledger: ten days of one chunk by
+    days were read in the ledger's one hold, whatever their lines."""
+    monkeypatch.setenv("ATLASMART_CHUNK_LINES", str(BUDGET))
+    assert run_chain(instance, *WINDOW, BF).success
+    fact = _fact_lines(settings.load())
+    copied: list[list[str]] = []
+    real = unchanged.copy_published
+
+    def spy(con, days, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        copied.append(list(days))
+        return real(con, days, *args, **kwargs)
+
+    monkeypatch.setattr(unchanged, "copy_published", spy)
+    again = run_chain(instance, *WINDOW, {"dagster/backfill": "bf-kept"})
+    assert again.success, state.failure_text(again)
+    assert len(copied) > 1 and sorted(d for part in copied for d in part) == Window.of(*WINDOW).keys, copied
+    assert all(sum(fact[d] for d in part) <= BUDGET or len(part) == 1 for part in copied), copied
+
+
+def test_an_abandoned_write_ahead_is_dropped_a_chunk_of_its_lines_at_a_time(env, instance, monkeypatch) -> None:
+    """A publish that fails after writing ahead drops what it wrote in holds no longer than those that wrote it."""
+    monkeypatch.setenv("ATLASMART_CHUNK_LINES", str(BUDGET))
+    written: list[list[str]] = []
+    dropped: list[list[str]] = []
+    real_write, real_drop = ledger.write_version, ledger.drop_version_rows
+
+    def write(con, layer, pub_id, version, source, part, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        if layer is ledger.VERSIONED[0]:
+            written.append(part.keys)
+        return real_write(con, layer, pub_id, version, source, part, *args, **kwargs)
+
+    def drop(con, pub_id, part):  # noqa: ANN001, ANN202
+        dropped.append(part.keys)
+        return real_drop(con, pub_id, part)
+
+    def fail(name: str) -> None:
+        if name == "wrote_versions":
+            raise RuntimeError("the publish stops after its write-ahead")
+
+    monkeypatch.setattr(ledger, "write_version", write)
+    monkeypatch.setattr(ledger, "drop_version_rows", drop)
+    monkeypatch.setattr(publish_module, "failpoint", fail)
+    result = run_chain(instance, *WINDOW, BF)
+    assert not result.success
+    assert len(written) > 1 and dropped == written, (written, dropped)
+    con = duckdb.connect(str(settings.load().warehouse_path), read_only=True)
+    try:
+        assert con.execute("select count(*) from audit.pending_versions").fetchone()[0] == 0
+    finally:
+        con.close()
+
+
+def test_a_backfill_check_of_one_chunk_does_not_wait_for_todays_load(env, instance, monkeypatch) -> None:
+    """Only a read of more than one chunk gives way before each: the ledger read that sizes the chunks does not."""
+    assert run_chain(instance, *WINDOW, BF).success
+    waited: list[str] = []
+
+    def give_way() -> float:
+        waited.append("give way")
+        return 0.0
+
+    assert all(a.passed for a in published.published_checks(Warehouse(), Window.of(*WINDOW), give_way))
+    assert waited == []
+    monkeypatch.setenv("ATLASMART_CHUNK_LINES", str(BUDGET))
+    assert all(a.passed for a in published.published_checks(Warehouse(), Window.of(*WINDOW), give_way))
+    assert waited == ["give way"] * 5
+
+
+def test_the_search_for_requested_lines_where_they_are_loaded_reads_a_chunk_of_lines_at_a_time(env, instance,
+                                                                                               monkeypatch) -> None:
+    """With a deletion request in force, a re-publish looks for its lines among the days profiled where they are
+    loaded: by lines, as the profile read them, not the ten days in one hold."""
+    monkeypatch.setenv("ATLASMART_CHUNK_LINES", str(BUDGET))
+    assert run_chain(instance, *WINDOW, BF).success
+    line = json.loads((env.raw_dir / "partition=2026-09-05.json").read_text())["lines"][0]["line_id"]
+    deletion_request(env.raw_dir, "DR-chunks", line_ids=[line])
+    searched: list[int] = []
+    real = raw_load.short_reads
+
+    def spy(wh, con, days, stats, give_way, read, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        if read.__qualname__.startswith("requested_loaded_days"):
+            searched.append(len(wh.settings.chunks(days, kwargs.get("lines"))))
+        return real(wh, con, days, stats, give_way, read, *args, **kwargs)
+
+    monkeypatch.setattr(raw_load, "short_reads", spy)
+    again = run_chain(instance, *WINDOW, {"dagster/backfill": "bf-requested"})
+    assert again.success, state.failure_text(again)
+    assert searched and all(n > 1 for n in searched), searched

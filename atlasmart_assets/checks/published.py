@@ -66,8 +66,6 @@ def _read_by_chunk(wh: Warehouse, window: Window,
     today's load runs: it would take the cores today's load works on. Each day is read whole in one snapshot (the
     checks are per day)."""
     out: tuple[Figures, ...] = ()
-    if give_way is not None and len(window.keys) > 1:
-        give_way()  # the ledger's read of each day's lines takes the lock too
     parts = wh.settings.split(window, _published_lines(wh, window))
     for n, part in enumerate(parts):
         if give_way is not None and len(parts) > 1:

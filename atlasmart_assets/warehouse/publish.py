@@ -178,10 +178,12 @@ def _prune(wh: Warehouse, parts: list[Window], stats: LockStats | None, give_way
               lambda con, part=part: ledger.prune_versions(con, wh.settings.retain_versions, part))
 
 
-def _drop(wh: Warehouse, pending: ledger.Pending, stats: LockStats | None) -> None:
-    """Drop an abandoned publish's rows a chunk of days per transaction, then its record (a drop cut short is
-    finished by the next collection: the record stays marked abandoned until the end)."""
-    for part in pending.window.split(wh.settings.chunk_days):
+def _drop(wh: Warehouse, pending: ledger.Pending, stats: LockStats | None,
+          lines: dict[str, int] | None = None) -> None:
+    """Drop an abandoned publish's rows a chunk of days per transaction (and of `lines`, each day's, where its
+    publish knew them), then its record (a drop cut short is finished by the next collection: the record stays
+    marked abandoned until the end)."""
+    for part in wh.settings.split(pending.window, lines):
         hand_over(wh.settings.warehouse_path)
         with wh.writer(stats) as con, transaction(con):
             ledger.drop_version_rows(con, pending.publication_id, part)
@@ -189,15 +191,15 @@ def _drop(wh: Warehouse, pending: ledger.Pending, stats: LockStats | None) -> No
         ledger.forget_pending(con, pending.publication_id)
 
 
-def _abandon(wh: Warehouse, pub_id: str) -> None:
-    """A publish that will not commit: its written-ahead rows go (best effort; what is left is collected by the
-    next backfill)."""
+def _abandon(wh: Warehouse, pub_id: str, lines: dict[str, int]) -> None:
+    """A publish that will not commit: its written-ahead rows (`lines` of each day) go (best effort; what is left
+    is collected by the next backfill)."""
     try:
         with wh.writer() as con, transaction(con):
             ledger.mark_abandoned(con, [pub_id])
             pending = ledger.pending_versions(con).get(pub_id)
         if pending is not None:
-            _drop(wh, pending, None)
+            _drop(wh, pending, None, lines)
     except Exception:  # noqa: BLE001 - the publish's own error is the one to report
         pass
 
@@ -237,7 +239,8 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
     # Decided on what the audit compared against: if a day moved since, the commit refuses.
     reuse = {**ledger.reused(expected or {}, after), **(stored or {})}
     # Chunks by the lines each writes too: a month of heavy days in one commit held the warehouse for seconds.
-    parts = cfg.split(window, {p: c.rows for p, c in after.items() if p not in reuse})
+    lines = {p: c.rows for p, c in after.items() if p not in reuse}
+    parts = cfg.split(window, lines)
     ahead = len(parts) > 1
     texts = {p: c.extract_json for p, c in after.items()}
     committed = commit_began = False
@@ -281,7 +284,7 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
         return Publication(pub_id, kind, window, before, after, hold)
     except BaseException:
         if ahead and not committed:
-            _abandon(wh, pub_id)
+            _abandon(wh, pub_id, lines)
         if not commit_began:
             # Never the ledger's: no reader or recovery can need it (after the commit began, the ledger may name it).
             shutil.rmtree(cfg.versions_dir / pub_id, ignore_errors=True)
