@@ -113,7 +113,8 @@ def _impact(wh: Warehouse, window: Window, now: dict[str, ledger.Current],
                     con.execute(f"{into} select * from w.fact.fct_order_lines where partition_date between $start "
                                 "and $end", Window.of(part[0], part[-1]).params)
 
-                raw_load.short_reads(wh, con, window.keys, LockStats(), None, copy)
+                raw_load.short_reads(wh, con, window.keys, LockStats(), None, copy,
+                                     lines={d: c.rows for d, c in now.items()})
             else:
                 con.execute("create or replace table candidate.fct_published as "
                             "select * from candidate.fct_order_lines limit 0")

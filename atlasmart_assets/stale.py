@@ -83,7 +83,7 @@ def _reference_reasons(wh: Warehouse, published_batches: dict[str, list[str]],
             for day, request_id, lines in held:
                 out.setdefault(day.isoformat(), []).append(f"deletion request {request_id} holds {lines} line(s)")
 
-        raw_load.short_reads(wh, con, days.keys, LockStats(), None, read)
+        raw_load.short_reads(wh, con, days.keys, LockStats(), None, read, lines=raw_load.published_lines(wh, days))
     finally:
         con.close()
     return out

@@ -235,11 +235,14 @@ def test_a_second_request_for_lines_already_left_out_is_no_new_suppression(env, 
     assert delta.metadata["figures"].value["per_partition"][day]["after"] == len(lines) - 7
 
 
+# Three of the history's 12-line days a chunk: by days, or by the lines the ledger records for each.
+@pytest.mark.parametrize("chunks", [{"ATLASMART_CHUNK_DAYS": "3"}, {"ATLASMART_CHUNK_LINES": "36"}],
+                         ids=["by-days", "by-lines"])
 def test_reads_of_published_history_hold_the_warehouse_a_chunk_of_days_at_a_time(env, published, monkeypatch,
-                                                                                  tmp_path) -> None:
+                                                                                  tmp_path, chunks) -> None:
     """The stale check, the daily scan for suppressed lines and a plan's comparison read years of published lines:
-    each reads a chunk of days (ATLASMART_CHUNK_DAYS) per hold, and between two the warehouse is free for today's
-    load to write. What they find is what one read of everything finds."""
+    each reads a chunk of days (ATLASMART_CHUNK_DAYS, ATLASMART_CHUNK_LINES) per hold, and between two the warehouse
+    is free for today's load to write. What they find is what one read of everything finds."""
     _publish_history(published)
     subject, _ = customer_and_days(env.raw_dir, ["2026-09-19"], "2026-09-19")
     deletion_request(env.raw_dir, "DR-0001", customer_id=subject)
@@ -252,7 +255,8 @@ def test_reads_of_published_history_hold_the_warehouse_a_chunk_of_days_at_a_time
 
     whole = read_all()
     assert whole[0] and whole[2]["held"], "the history has stale days and suppressed lines to find"
-    monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "3")
+    for name, value in chunks.items():
+        monkeypatch.setenv(name, value)
     writable: list[bool] = []
 
     def hand_over(path: Path) -> None:

@@ -66,7 +66,7 @@ def _read_by_chunk(wh: Warehouse, window: Window,
     today's load runs: it would take the cores today's load works on. Each day is read whole in one snapshot (the
     checks are per day)."""
     out: tuple[Figures, ...] = ()
-    parts = wh.settings.split(window, _published_lines(wh, window))
+    parts = wh.settings.split(window, raw_load.published_lines(wh, window))
     for n, part in enumerate(parts):
         if give_way is not None and len(parts) > 1:
             give_way()
@@ -76,17 +76,6 @@ def _read_by_chunk(wh: Warehouse, window: Window,
             got = read(con, part)
         out = tuple({**a, **b} for a, b in zip(out, got)) if out else got
     return out
-
-
-def _published_lines(wh: Warehouse, window: Window) -> dict[str, int]:
-    """Each published day's lines as the ledger records them, to size the reads by (none before a first publish;
-    today's one day is one read whatever its lines, so not looked up)."""
-    if len(window.keys) == 1 or not wh.settings.warehouse_path.exists():
-        return {}
-    with wh.reader() as con:
-        return {d.isoformat(): int(n or 0) for d, n in con.execute(
-            "select partition_date, rows_after from audit.current_publications "
-            "where partition_date between $start and $end", window.params).fetchall()}
 
 
 CHECKED = {FACT_UNIQUE: FCT_ORDER_LINES, MART_MATCHES: REVENUE_DAILY}
@@ -216,7 +205,8 @@ def published_free_of_suppressed(wh: Warehouse) -> Audit:
                 stale.published_view(con, "fact.fct_order_lines", part)
                 rows.extend(con.execute(sql.text("suppressed_published")).fetchall())
 
-            raw_load.short_reads(wh, con, published_days.keys, LockStats(), None, read)
+            raw_load.short_reads(wh, con, published_days.keys, LockStats(), None, read,
+                                 lines=raw_load.published_lines(wh, published_days))
         finally:
             con.close()
     held = {f"{d} {r}": n for d, r, n in rows}
