@@ -213,21 +213,21 @@ class LineIdRepeats:
 
 
 def _line_id_repeats(wh: Warehouse, scope: RunScope, threads: int | None, stats: LockStats,
-                     give_way: GiveWay | None, scratch_work: capacity.Lowered) -> LineIdRepeats:
+                     give_way: GiveWay | None, scratch_work: capacity.Lowered,
+                     lines: dict[str, int]) -> LineIdRepeats:
     """The candidate's repeated line ids: within a day, and across days (built by the run, or published: outside
     the window, or a day the run keeps as published).
     The warehouse is held only while the published days outside the window are searched for the candidate's
     line ids (a semi join that finds the few shared ones), after giving way to today's load as every hold of a
     long backfill does; the pass over the window (a year's 7.3 M line ids) is scratch work, lowered and paused while
-    today's load runs like the build."""
+    today's load runs like the build. `lines`: each day's, as the publish weighs them."""
     con = wh.open_scratch(scope.run.run_id, threads)
     as_of = 0
     try:
         if wh.settings.warehouse_path.exists():
             # As every hold of a long write: a backfill of one chunk (by days and by lines) takes its few short
             # holds without waiting.
-            long = len(wh.settings.chunks(scope.window.keys, raw_load.batch_lines(con, "candidate.raw_batches"))) > 1
-            if give_way is not None and long:
+            if give_way is not None and len(wh.settings.chunks(scope.window.keys, lines)) > 1:
                 stats.gave_way.append(give_way())
             with attached_hold(con, wh.settings.warehouse_path, "w", wh.settings.lock_timeout_s, stats):
                 # A day the run keeps as published is the published fact's, like the days outside the window.
@@ -435,7 +435,9 @@ def _correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool]
         # to publish unchanged (a new deletion request or release may still change it).
         _price_publish(progress, len(scope.window.keys), sum(lines.get(d, 0) for d in new))
         progress.done("build", _build_line(scope, built, new, kept))
-        repeats = _line_id_repeats(wh, scope, threads, stats, give_way, scratch_work)
+        # Each day's lines as the publish will weigh them: the built days' from their evidence, the kept ones' own.
+        weights = {**{d: current[d].rows for d in kept.days if d in current}, **lines}
+        repeats = _line_id_repeats(wh, scope, threads, stats, give_way, scratch_work, weights)
         found, days, staged = scratch_work.run(lambda: _audit_candidates(
             wh, scope, threads, current, evidence, repeats, ref, built, kept))
         if kept.days:

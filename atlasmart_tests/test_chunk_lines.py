@@ -3,6 +3,8 @@ well as by ATLASMART_CHUNK_DAYS, so a month of heavy days is appended, read back
 bounded size (one commit of 31 days x 200,000 lines held the warehouse 2.8 s), and a short window of heavy days is
 read back rather than parsed again. The tests shrink the line budget to two of the shipped evidence's days."""
 
+import datetime as dt
+import inspect
 import json
 import random
 import re
@@ -10,7 +12,7 @@ import re
 import duckdb
 import pytest
 
-from atlasmart_assets import candidates, raw_load, settings, unchanged
+from atlasmart_assets import candidates, capacity, generate, raw_load, settings, unchanged
 from atlasmart_assets.checks import published
 from atlasmart_assets.lab import run_chain
 from atlasmart_assets.resources import Warehouse
@@ -220,3 +222,49 @@ def test_the_search_for_requested_lines_where_they_are_loaded_reads_a_chunk_of_l
     again = run_chain(instance, *WINDOW, {"dagster/backfill": "bf-requested"})
     assert again.success, state.failure_text(again)
     assert searched and all(n > 1 for n in searched), searched
+
+
+def test_retention_after_an_unchanged_republish_drops_a_chunk_of_lines_at_a_time(env, instance, monkeypatch) -> None:
+    """A re-publish that writes nothing still lets earlier versions go past retention: their rows are dropped a
+    chunk of the days' lines at a time after the commit, not all in the commit's hold (it weighed only what it
+    wrote, nothing)."""
+    monkeypatch.setenv("ATLASMART_CHUNK_LINES", str(BUDGET))
+    monkeypatch.setenv("ATLASMART_RETAIN_VERSIONS", "1")
+    assert run_chain(instance, *WINDOW, BF).success
+    for day in Window.of(*WINDOW).keys:
+        generate.late_delta(env.raw_dir, dt.date.fromisoformat(day), f"B-{day}-02", new=1, restate=1, retract=0)
+    late = run_chain(instance, *WINDOW, {"dagster/backfill": "bf-late"})
+    assert late.success, state.failure_text(late)
+    fact = _fact_lines(settings.load())
+    pruned: list[list[str]] = []
+    real = ledger.prune_versions
+
+    def spy(con, retain, part):  # noqa: ANN001, ANN202
+        pruned.append(part.keys)
+        return real(con, retain, part)
+
+    monkeypatch.setattr(ledger, "prune_versions", spy)
+    again = run_chain(instance, *WINDOW, {"dagster/backfill": "bf-unchanged"})
+    assert again.success, state.failure_text(again)
+    assert pruned and all(sum(fact[d] for d in part) <= BUDGET or len(part) == 1 for part in pruned), pruned
+
+
+def test_the_cross_day_search_gives_way_exactly_when_the_publish_is_a_long_one(env, instance, monkeypatch) -> None:
+    """Restated lines make the window's raw records twice its published lines: the search for its line ids weighed
+    the records and gave way as a long backfill's hold does, while the publish, weighing its lines, took one hold."""
+    monkeypatch.setenv("ATLASMART_CHUNK_LINES", "150")  # 240 records, 120 lines
+    for day in Window.of(*WINDOW).keys:
+        generate.late_delta(env.raw_dir, dt.date.fromisoformat(day), f"B-{day}-02", new=0, restate=12, retract=0)
+    callers: list[str] = []
+    real = capacity.GiveWay.__call__
+
+    def spy(self):  # noqa: ANN001, ANN202
+        callers.append(inspect.stack()[1].function)
+        return real(self)
+
+    monkeypatch.setattr(capacity.GiveWay, "__call__", spy)
+    result = run_chain(instance, *WINDOW, BF)
+    assert result.success, state.failure_text(result)
+    assert sum(_per_day(settings.load(), "fact.fct_order_lines").values()) <= 150 < sum(
+        _per_day(settings.load(), "raw.order_lines").values()), "the window is one chunk of lines, two of records"
+    assert ("_line_id_repeats" in callers) == bool(_logs(instance, result, "publish")), callers

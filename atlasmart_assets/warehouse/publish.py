@@ -225,7 +225,7 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
             on_chunk: OnChunk | None = None, line_ids_as_of: int | None = None) -> Publication:
     """Publish staged, fact and mart for the whole window in ONE commit, with the ledger and the prior version;
     then swap the extracts in. A window of more than one chunk (ATLASMART_CHUNK_DAYS days, or ATLASMART_CHUNK_LINES
-    lines to write) has its staged and fact rows written ahead into the version store, so its commit moves the
+    lines of its days, written or pointed at: retention drops about as many) has its staged and fact rows written ahead into the version store, so its commit moves the
     ledger's pointers (and the small mart) rather than rows, and retention follows the commit; a window of one
     chunk (today's load) does all of it in the commit, one hold. `expected` is what the audit compared against:
     if another publisher moved a partition since, nothing is published. `stored` (a rollback's): days whose rows
@@ -238,8 +238,9 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
     pub_id = ledger.new_publication_id(kind)
     # Decided on what the audit compared against: if a day moved since, the commit refuses.
     reuse = {**ledger.reused(expected or {}, after), **(stored or {})}
-    # Chunks by the lines each writes too: a month of heavy days in one commit held the warehouse for seconds.
-    lines = {p: c.rows for p, c in after.items() if p not in reuse}
+    # Chunks by each day's lines too, written or pointed at: a month of heavy days in one commit held the warehouse
+    # for seconds, writing their rows or dropping those of the versions retention lets go.
+    lines = {p: c.rows for p, c in after.items()}
     parts = cfg.split(window, lines)
     ahead = len(parts) > 1
     texts = {p: c.extract_json for p, c in after.items()}
