@@ -50,8 +50,7 @@ def chunks(days: Sequence[str], most_days: int, lines: Mapping[str, int] | None 
     weight = 0
     for day in days:
         own = (lines or {}).get(day, 0)
-        if not out or len(out[-1]) >= most_days or (
-                most_lines is not None and out[-1] and weight + own > most_lines):
+        if not out or len(out[-1]) >= most_days or (most_lines is not None and weight + own > most_lines):
             out.append([])
             weight = 0
         out[-1].append(day)
