@@ -214,10 +214,10 @@ def published_lines(wh: Warehouse, window: Window) -> dict[str, int]:
 
 
 def file_lines(files: list[RawFile]) -> dict[str, int]:
-    """Each day's lines as its files' manifests count them."""
+    """Each day's lines as its files' manifests count them (_records)."""
     out: dict[str, int] = {}
     for f in files:
-        out[f.partition] = out.get(f.partition, 0) + int(f.manifest["records"])
+        out[f.partition] = out.get(f.partition, 0) + _records(f)
     return out
 
 

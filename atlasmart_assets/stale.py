@@ -57,10 +57,11 @@ def _reasons(raw_dir: Path, day: str, published: list[dict[str, Any]]) -> tuple[
 
 
 def _reference_reasons(wh: Warehouse, published_batches: dict[str, list[str]],
-                       days: Window) -> dict[str, list[str]]:
+                       days: Window, lines: dict[str, int]) -> dict[str, list[str]]:
     """Per published day of `days`: the dimension batches that change the tier or country of its lines at order
     time (the semantic radius, never "every day"), and the deletion requests whose subject it still holds. Read a
-    chunk of days per hold: all published history is years of lines."""
+    chunk of days (and of `lines`, each day's as its ledger row says) per hold: all published history is years of
+    lines."""
     ref = reference.load(wh)
     if ref.problems or not wh.settings.warehouse_path.exists():
         return {}
@@ -83,7 +84,7 @@ def _reference_reasons(wh: Warehouse, published_batches: dict[str, list[str]],
             for day, request_id, lines in held:
                 out.setdefault(day.isoformat(), []).append(f"deletion request {request_id} holds {lines} line(s)")
 
-        raw_load.short_reads(wh, con, days.keys, LockStats(), None, read, lines=raw_load.published_lines(wh, days))
+        raw_load.short_reads(wh, con, days.keys, LockStats(), None, read, lines=lines)
     finally:
         con.close()
     return out
@@ -105,14 +106,15 @@ def stale_days(wh: Warehouse, window: Window | None = None) -> list[StaleDay]:
     """Every published day (of `window`, default all) whose evidence on disk differs from what it published."""
     with wh.reader() as con:
         where = "where partition_date between $start and $end" if window else ""
-        rows = con.execute(f"select partition_date, publication_id, input_batches, dimension_batches "
+        rows = con.execute(f"select partition_date, publication_id, input_batches, dimension_batches, rows_after "
                            f"from audit.current_publications {where} order by partition_date",
                            window.params if window else {}).fetchall()
-    used = {d.isoformat(): [b["batch"] for b in json.loads(dims)] for d, _, _, dims in rows if dims}
-    by_reference = _reference_reasons(wh, used, Window(rows[0][0], rows[-1][0])) if rows else {}
+    used = {d.isoformat(): [b["batch"] for b in json.loads(dims)] for d, _, _, dims, _ in rows if dims}
+    lines = {d.isoformat(): int(n or 0) for d, _, _, _, n in rows}
+    by_reference = _reference_reasons(wh, used, Window(rows[0][0], rows[-1][0]), lines) if rows else {}
     out = []
     raw_dir = wh.settings.raw_dir
-    for day, pub_id, batches, _ in rows:
+    for day, pub_id, batches, _, _ in rows:
         reasons, new = _reasons(raw_dir, day.isoformat(), json.loads(batches)) if batches else ([], [])
         reasons += by_reference.get(day.isoformat(), [])
         if reasons:

@@ -65,7 +65,7 @@ def _logs(instance, result, phase: str) -> list[str]:  # noqa: ANN001
 def _chunk_days(lines: list[str]) -> list[list[str]]:
     out = []
     for line in lines:
-        k, n, start, end = CHUNK.search(line).groups()
+        _, _, start, end = CHUNK.search(line).groups()
         out.append(Window.of(start, end).keys)
     return out
 
