@@ -186,6 +186,45 @@ def test_an_abandoned_write_ahead_is_dropped_a_chunk_of_its_lines_at_a_time(env,
         con.close()
 
 
+def test_another_runs_abandoned_write_ahead_is_collected_a_chunk_of_its_lines_at_a_time(env, instance,
+                                                                                          monkeypatch) -> None:
+    """A run killed between its write-ahead and its commit cannot drop its own rows: the next correction collects
+    them, in holds no longer than those that wrote them (the pending record keeps each day's lines)."""
+    monkeypatch.setenv("ATLASMART_CHUNK_LINES", str(BUDGET))
+    written: list[list[str]] = []
+    dropped: list[list[str]] = []
+    real_write, real_drop = ledger.write_version, ledger.drop_version_rows
+
+    def write(con, layer, pub_id, version, source, part, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        if layer is ledger.VERSIONED[0]:
+            written.append(part.keys)
+        return real_write(con, layer, pub_id, version, source, part, *args, **kwargs)
+
+    def drop(con, pub_id, part):  # noqa: ANN001, ANN202
+        dropped.append(part.keys)
+        return real_drop(con, pub_id, part)
+
+    def killed(name: str) -> None:
+        if name == "wrote_versions":
+            raise RuntimeError("the run is killed after its write-ahead")
+
+    monkeypatch.setattr(ledger, "write_version", write)
+    monkeypatch.setattr(ledger, "drop_version_rows", drop)
+    monkeypatch.setattr(publish_module, "failpoint", killed)
+    monkeypatch.setattr(publish_module, "_abandon", lambda *args: None)  # a killed run drops nothing of its own
+    assert not run_chain(instance, *WINDOW, BF).success
+    assert len(written) > 1 and dropped == [], (written, dropped)
+    gone = publish_module.collect_abandoned(Warehouse(), lambda run_id: True)
+    assert len(gone) == 1 and dropped == written, (written, dropped)
+    con = duckdb.connect(str(settings.load().warehouse_path), read_only=True)
+    try:
+        assert con.execute("select count(*) from audit.pending_versions").fetchone()[0] == 0
+        assert con.execute("select count(*) from versions.staged_order_lines where publication_id = $p",
+                           {"p": gone[0]}).fetchone()[0] == 0
+    finally:
+        con.close()
+
+
 def test_a_backfill_check_of_one_chunk_does_not_wait_for_todays_load(env, instance, monkeypatch) -> None:
     """Only a read of more than one chunk gives way before each: the ledger read that sizes the chunks does not."""
     assert run_chain(instance, *WINDOW, BF).success

@@ -364,12 +364,18 @@ class Pending:
     run_id: str
     window: Window
     abandoned: bool
+    lines: dict[str, int] | None = None  # each day's order lines, as its publish weighed them (None: not recorded)
 
 
 def pending_versions(con: duckdb.DuckDBPyConnection) -> dict[str, Pending]:
-    rows = con.execute("select publication_id, run_id, window_start, window_end, abandoned_at is not null "
-                       "from audit.pending_versions").fetchall()
-    return {r[0]: Pending(r[0], r[1], Window(r[2], r[3]), r[4]) for r in rows}
+    rows = con.execute("select publication_id, run_id, window_start, window_end, abandoned_at is not null, "
+                       "day_lines from audit.pending_versions").fetchall()
+    out = {}
+    for pub_id, run_id, start, end, abandoned, day_lines in rows:
+        window = Window(start, end)
+        lines = dict(zip(window.keys, day_lines)) if day_lines is not None else None
+        out[pub_id] = Pending(pub_id, run_id, window, abandoned, lines)
+    return out
 
 
 def may_write(con: duckdb.DuckDBPyConnection, pub_id: str) -> bool:

@@ -125,12 +125,12 @@ def _hold(wh: Warehouse, give_way: GiveWay | None, stats: LockStats | None,
         body(con)
 
 
-def _write_ahead(wh: Warehouse, scratch: Path, parts: list[Window], pub_id: str, run_id: str,
-                 expected: dict[str, Current] | None, stats: LockStats | None, give_way: GiveWay | None,
-                 on_chunk: OnChunk | None, reuse: dict[str, str]) -> None:
+def _write_ahead(wh: Warehouse, scratch: Path, parts: list[Window], lines: dict[str, int], pub_id: str,
+                 run_id: str, expected: dict[str, Current] | None, stats: LockStats | None,
+                 give_way: GiveWay | None, on_chunk: OnChunk | None, reuse: dict[str, str]) -> None:
     """The candidate rows of every versioned layer, into the version store under `pub_id`, a chunk of days per
     transaction; days in `reuse` are stored already, and a chunk of only such days takes no hold (the first
-    always does: it records the pending publish). Readers see none of it until the commit's ledger rows point at
+    always does: it records the pending publish, with each day's `lines` for a collection that drops them). Readers see none of it until the commit's ledger rows point at
     it. Before each chunk: if its days were republished since the audit (a deletion request applied to one, say),
     or this publish was taken for abandoned, nothing more is written."""
     window = Window(parts[0].start, parts[-1].end)
@@ -154,8 +154,9 @@ def _write_ahead(wh: Warehouse, scratch: Path, parts: list[Window], pub_id: str,
             nonlocal version
             if n == 0:
                 con.execute("insert into audit.pending_versions (publication_id, run_id, window_start, "
-                            "window_end) values ($p, $r, $start, $end)",
-                            {"p": pub_id, "r": run_id, **window.params})
+                            "window_end, day_lines) values ($p, $r, $start, $end, $lines)",
+                            {"p": pub_id, "r": run_id, **window.params,
+                             "lines": [lines.get(day, 0) for day in window.keys]})
                 version = ledger.number_version(con, pub_id)
             else:
                 _refuse_if_abandoned(con, pub_id)
@@ -178,12 +179,11 @@ def _prune(wh: Warehouse, parts: list[Window], stats: LockStats | None, give_way
               lambda con, part=part: ledger.prune_versions(con, wh.settings.retain_versions, part))
 
 
-def _drop(wh: Warehouse, pending: ledger.Pending, stats: LockStats | None,
-          lines: dict[str, int] | None = None) -> None:
-    """Drop an abandoned publish's rows a chunk of days per transaction (and of `lines`, each day's, where its
-    publish knew them), then its record (a drop cut short is finished by the next collection: the record stays
-    marked abandoned until the end)."""
-    for part in wh.settings.split(pending.window, lines):
+def _drop(wh: Warehouse, pending: ledger.Pending, stats: LockStats | None) -> None:
+    """Drop an abandoned publish's rows a chunk of days per transaction (and of each day's lines, where its record
+    has them), then its record (a drop cut short is finished by the next collection: the record stays marked
+    abandoned until the end)."""
+    for part in wh.settings.split(pending.window, pending.lines):
         hand_over(wh.settings.warehouse_path)
         with wh.writer(stats) as con, transaction(con):
             ledger.drop_version_rows(con, pending.publication_id, part)
@@ -191,15 +191,15 @@ def _drop(wh: Warehouse, pending: ledger.Pending, stats: LockStats | None,
         ledger.forget_pending(con, pending.publication_id)
 
 
-def _abandon(wh: Warehouse, pub_id: str, lines: dict[str, int]) -> None:
-    """A publish that will not commit: its written-ahead rows (`lines` of each day) go (best effort; what is left
-    is collected by the next backfill)."""
+def _abandon(wh: Warehouse, pub_id: str) -> None:
+    """A publish that will not commit: its written-ahead rows go (best effort; what is left is collected by the
+    next backfill)."""
     try:
         with wh.writer() as con, transaction(con):
             ledger.mark_abandoned(con, [pub_id])
             pending = ledger.pending_versions(con).get(pub_id)
         if pending is not None:
-            _drop(wh, pending, None, lines)
+            _drop(wh, pending, None)
     except Exception:  # noqa: BLE001 - the publish's own error is the one to report
         pass
 
@@ -247,7 +247,7 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
     committed = commit_began = False
     try:
         if ahead:
-            _write_ahead(wh, scratch, parts, pub_id, run.run_id, expected, stats, give_way, on_chunk, reuse)
+            _write_ahead(wh, scratch, parts, lines, pub_id, run.run_id, expected, stats, give_way, on_chunk, reuse)
             failpoint("wrote_versions")
             _next_hold(wh, give_way, stats)
         _extracts_ahead(cfg, pub_id, texts)
@@ -285,7 +285,7 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
         return Publication(pub_id, kind, window, before, after, hold)
     except BaseException:
         if ahead and not committed:
-            _abandon(wh, pub_id, lines)
+            _abandon(wh, pub_id)
         if not commit_began:
             # Never the ledger's: no reader or recovery can need it (after the commit began, the ledger may name it).
             shutil.rmtree(cfg.versions_dir / pub_id, ignore_errors=True)
