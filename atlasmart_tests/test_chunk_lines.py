@@ -153,8 +153,11 @@ def test_the_check_of_the_days_a_republish_keeps_reads_a_chunk_of_lines_at_a_tim
     assert all(sum(fact[d] for d in part) <= BUDGET or len(part) == 1 for part in copied), copied
 
 
-def test_an_abandoned_write_ahead_is_dropped_a_chunk_of_its_lines_at_a_time(env, instance, monkeypatch) -> None:
-    """A publish that fails after writing ahead drops what it wrote in holds no longer than those that wrote it."""
+@pytest.mark.parametrize("killed", [False, True], ids=["by-its-run", "collected-after-a-kill"])
+def test_an_abandoned_write_ahead_is_dropped_a_chunk_of_its_lines_at_a_time(env, instance, monkeypatch,
+                                                                           killed: bool) -> None:
+    """A publish that fails after writing ahead drops what it wrote in holds no longer than those that wrote it; a
+    run killed there cannot, and the next correction's collection does, by the lines its pending record keeps."""
     monkeypatch.setenv("ATLASMART_CHUNK_LINES", str(BUDGET))
     written: list[list[str]] = []
     dropped: list[list[str]] = []
@@ -176,51 +179,20 @@ def test_an_abandoned_write_ahead_is_dropped_a_chunk_of_its_lines_at_a_time(env,
     monkeypatch.setattr(ledger, "write_version", write)
     monkeypatch.setattr(ledger, "drop_version_rows", drop)
     monkeypatch.setattr(publish_module, "failpoint", fail)
+    if killed:
+        monkeypatch.setattr(publish_module, "_abandon", lambda *args: None)  # a killed run drops nothing itself
     result = run_chain(instance, *WINDOW, BF)
     assert not result.success
-    assert len(written) > 1 and dropped == written, (written, dropped)
+    assert len(written) > 1
+    if killed:
+        assert dropped == []
+        assert len(publish_module.collect_abandoned(Warehouse(), lambda run_id: True)) == 1
+    assert dropped == written, (written, dropped)
     con = duckdb.connect(str(settings.load().warehouse_path), read_only=True)
     try:
         assert con.execute("select count(*) from audit.pending_versions").fetchone()[0] == 0
-    finally:
-        con.close()
-
-
-def test_another_runs_abandoned_write_ahead_is_collected_a_chunk_of_its_lines_at_a_time(env, instance,
-                                                                                          monkeypatch) -> None:
-    """A run killed between its write-ahead and its commit cannot drop its own rows: the next correction collects
-    them, in holds no longer than those that wrote them (the pending record keeps each day's lines)."""
-    monkeypatch.setenv("ATLASMART_CHUNK_LINES", str(BUDGET))
-    written: list[list[str]] = []
-    dropped: list[list[str]] = []
-    real_write, real_drop = ledger.write_version, ledger.drop_version_rows
-
-    def write(con, layer, pub_id, version, source, part, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
-        if layer is ledger.VERSIONED[0]:
-            written.append(part.keys)
-        return real_write(con, layer, pub_id, version, source, part, *args, **kwargs)
-
-    def drop(con, pub_id, part):  # noqa: ANN001, ANN202
-        dropped.append(part.keys)
-        return real_drop(con, pub_id, part)
-
-    def killed(name: str) -> None:
-        if name == "wrote_versions":
-            raise RuntimeError("the run is killed after its write-ahead")
-
-    monkeypatch.setattr(ledger, "write_version", write)
-    monkeypatch.setattr(ledger, "drop_version_rows", drop)
-    monkeypatch.setattr(publish_module, "failpoint", killed)
-    monkeypatch.setattr(publish_module, "_abandon", lambda *args: None)  # a killed run drops nothing of its own
-    assert not run_chain(instance, *WINDOW, BF).success
-    assert len(written) > 1 and dropped == [], (written, dropped)
-    gone = publish_module.collect_abandoned(Warehouse(), lambda run_id: True)
-    assert len(gone) == 1 and dropped == written, (written, dropped)
-    con = duckdb.connect(str(settings.load().warehouse_path), read_only=True)
-    try:
-        assert con.execute("select count(*) from audit.pending_versions").fetchone()[0] == 0
-        assert con.execute("select count(*) from versions.staged_order_lines where publication_id = $p",
-                           {"p": gone[0]}).fetchone()[0] == 0
+        assert con.execute("select count(*) from versions.staged_order_lines where publication_id not in "
+                           "(select publication_id from audit.publications)").fetchone()[0] == 0
     finally:
         con.close()
 
