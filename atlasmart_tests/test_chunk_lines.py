@@ -153,11 +153,12 @@ def test_the_check_of_the_days_a_republish_keeps_reads_a_chunk_of_lines_at_a_tim
     assert all(sum(fact[d] for d in part) <= BUDGET or len(part) == 1 for part in copied), copied
 
 
-@pytest.mark.parametrize("killed", [False, True], ids=["by-its-run", "collected-after-a-kill"])
+@pytest.mark.parametrize("case", ["by-its-run", "collected-after-a-kill", "damaged-record"])
 def test_an_abandoned_write_ahead_is_dropped_a_chunk_of_its_lines_at_a_time(env, instance, monkeypatch,
-                                                                           killed: bool) -> None:
+                                                                           case: str) -> None:
     """A publish that fails after writing ahead drops what it wrote in holds no longer than those that wrote it; a
-    run killed there cannot, and the next correction's collection does, by the lines its pending record keeps."""
+    run killed there cannot, and the next correction's collection does, by the lines its pending record keeps (by
+    days where the record's lines are damaged: nothing may stop a collection)."""
     monkeypatch.setenv("ATLASMART_CHUNK_LINES", str(BUDGET))
     written: list[list[str]] = []
     dropped: list[list[str]] = []
@@ -179,15 +180,21 @@ def test_an_abandoned_write_ahead_is_dropped_a_chunk_of_its_lines_at_a_time(env,
     monkeypatch.setattr(ledger, "write_version", write)
     monkeypatch.setattr(ledger, "drop_version_rows", drop)
     monkeypatch.setattr(publish_module, "failpoint", fail)
+    killed = case != "by-its-run"
     if killed:
         monkeypatch.setattr(publish_module, "_abandon", lambda *args: None)  # a killed run drops nothing itself
+    # One day over the budget: the chunks then depend on which day each weight belongs to.
+    generate.late_delta(env.raw_dir, dt.date(2026, 9, 3), "B-2026-09-03-02", new=20, restate=0, retract=0)
     result = run_chain(instance, *WINDOW, BF)
     assert not result.success
-    assert len(written) > 1
+    assert ["2026-09-03"] in written and len(written) > 2, written
     if killed:
         assert dropped == []
+        if case == "damaged-record":
+            with Warehouse().writer() as con:
+                con.execute("update audit.pending_versions set day_lines = list_concat([null::bigint], day_lines[3:])")
         assert len(publish_module.collect_abandoned(Warehouse(), lambda run_id: True)) == 1
-    assert dropped == written, (written, dropped)
+    assert dropped == ([Window.of(*WINDOW).keys] if case == "damaged-record" else written), (written, dropped)
     con = duckdb.connect(str(settings.load().warehouse_path), read_only=True)
     try:
         assert con.execute("select count(*) from audit.pending_versions").fetchone()[0] == 0

@@ -303,7 +303,7 @@ def test_the_published_fact_is_the_audited_formula_applied_to_the_published_stag
 
 def _release_with_stored_fact(path) -> duckdb.DuckDBPyConnection:
     """A warehouse of the release before migration 008 (the fact's versions stored), one publication of two days."""
-    con = _previous_release(path, without=(8, 11))
+    con = _previous_release(path, without=(8, 11, 13))
     con.execute("insert into audit.publications (seq, publication_id, partition_date, kind, published_at, changed, "
                 "extract_json) select n, 'pub-a', d, 'publish', now(), true, '{}' from "
                 "(values (1, date '2026-09-19'), (2, date '2026-09-20')) v(n, d)")
@@ -330,7 +330,7 @@ def test_the_fact_versions_become_a_view_of_the_staged_ones_with_every_row_as_it
     con.close()
     assert len(published) == 3
     assert cli.main(["migrate"]) == 0
-    assert "applied 8, 11; schema at migration" in capsys.readouterr().out
+    assert "applied 8, 11, 13; schema at migration" in capsys.readouterr().out
     assert state.table_rows(env, "fact.fct_order_lines") == published
 
 

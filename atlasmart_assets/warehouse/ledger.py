@@ -373,9 +373,17 @@ def pending_versions(con: duckdb.DuckDBPyConnection) -> dict[str, Pending]:
     out = {}
     for pub_id, run_id, start, end, abandoned, day_lines in rows:
         window = Window(start, end)
-        lines = dict(zip(window.keys, day_lines)) if day_lines is not None else None
-        out[pub_id] = Pending(pub_id, run_id, window, abandoned, lines)
+        out[pub_id] = Pending(pub_id, run_id, window, abandoned, _day_lines(window, day_lines))
     return out
+
+
+def _day_lines(window: Window, day_lines: list[int | None] | None) -> dict[str, int] | None:
+    """A pending record's lines by day; None (drop by days, as for records from before migration 013) unless the
+    list has one count per day of the window: a damaged record must never stop the collection of abandoned rows."""
+    keys = window.keys
+    if day_lines is None or len(day_lines) != len(keys) or any(n is None or n < 0 for n in day_lines):
+        return None
+    return dict(zip(keys, day_lines))
 
 
 def may_write(con: duckdb.DuckDBPyConnection, pub_id: str) -> bool:

@@ -130,9 +130,10 @@ def _write_ahead(wh: Warehouse, scratch: Path, parts: list[Window], lines: dict[
                  give_way: GiveWay | None, on_chunk: OnChunk | None, reuse: dict[str, str]) -> None:
     """The candidate rows of every versioned layer, into the version store under `pub_id`, a chunk of days per
     transaction; days in `reuse` are stored already, and a chunk of only such days takes no hold (the first
-    always does: it records the pending publish, with each day's `lines` for a collection that drops them). Readers see none of it until the commit's ledger rows point at
-    it. Before each chunk: if its days were republished since the audit (a deletion request applied to one, say),
-    or this publish was taken for abandoned, nothing more is written."""
+    always does: it records the pending publish, with the lines it writes of each day, for a collection that drops
+    them). Readers see none of it until the commit's ledger rows point at it. Before each chunk: if its days were
+    republished since the audit (a deletion request applied to one, say), or this publish was taken for abandoned,
+    nothing more is written."""
     window = Window(parts[0].start, parts[-1].end)
     version = 0
 
@@ -156,7 +157,7 @@ def _write_ahead(wh: Warehouse, scratch: Path, parts: list[Window], lines: dict[
                 con.execute("insert into audit.pending_versions (publication_id, run_id, window_start, "
                             "window_end, day_lines) values ($p, $r, $start, $end, $lines)",
                             {"p": pub_id, "r": run_id, **window.params,
-                             "lines": [lines.get(day, 0) for day in window.keys]})
+                             "lines": [0 if day in reuse else lines.get(day, 0) for day in window.keys]})
                 version = ledger.number_version(con, pub_id)
             else:
                 _refuse_if_abandoned(con, pub_id)
