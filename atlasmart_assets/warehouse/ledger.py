@@ -364,7 +364,7 @@ class Pending:
     run_id: str
     window: Window
     abandoned: bool
-    lines: dict[str, int] | None = None  # each day's order lines, as its publish weighed them (None: not recorded)
+    lines: dict[str, int] | None = None  # the lines it wrote ahead of each day (None: not recorded, or damaged)
 
 
 def pending_versions(con: duckdb.DuckDBPyConnection) -> dict[str, Pending]:
