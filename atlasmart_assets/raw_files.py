@@ -670,11 +670,24 @@ def assess(raw_files: list[RawFile], found: Measures) -> tuple[dict[str, dict[st
                                                           sorted(day_files, key=lambda f: f.high_sequence)]}
         expected = [float(x) for x in rf.controls]
         if controls != expected:
-            read_back = [f.batch_id for f in day_files if f.read_back]
             findings.append(Finding(
                 "raw_order_lines_match_manifest", day, rf.path,
                 f"manifest says controls={expected} for the day as of batch {rf.batch_id}, the merged batches "
-                f"({len(day_files)}) give controls={controls}"
-                + (f" (the lines of {', '.join(read_back)} were read from raw.order_lines, as loaded from these "
-                   "very files: the warehouse's copy differs from its manifest)" if read_back else "")))
+                f"({len(day_files)}) give controls={controls}" + _read_back_note(day_files, found)))
     return figures, findings
+
+
+def _read_back_note(day_files: list[RawFile], found: Measures) -> str:
+    """Which of a refused day's batches were read back from the warehouse rather than parsed, and whether their
+    lines are still as they were loaded: a mismatch is the parsed batches' or the manifest's unless they are not."""
+    read_back = [f for f in day_files if f.read_back]
+    if not read_back:
+        return ""
+    changed = [f.batch_id for f in read_back
+               if found.fingerprints.get((f.partition, f.batch_id), _empty(f)) != f.lines_fingerprint]
+    if changed:
+        return (f" (the warehouse's copy of {', '.join(changed)} differs from what was loaded from its file: see "
+                "that finding)")
+    parsed = [f.batch_id for f in day_files if not f.read_back]
+    return (f" (the lines of {', '.join(f.batch_id for f in read_back)} were read back from raw.order_lines, "
+            f"unchanged since they were loaded from their files; parsed now: {', '.join(parsed) or 'none'})")

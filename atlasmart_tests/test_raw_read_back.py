@@ -4,6 +4,7 @@ every audit still runs on them, and anything that differs from what was loaded i
 chunks of 3 days, so their 10-day window is a long one."""
 
 import datetime as dt
+import json
 import re
 
 import dagster as dg
@@ -152,6 +153,29 @@ def test_every_audit_runs_on_read_back_lines(env, instance, monkeypatch) -> None
     text = state.failure_text(result)
     assert not result.success and "raw_order_lines_match_manifest" in text and "2026-09-06" in text, text
     assert "the warehouse's copy" in text, "the finding says the warehouse's copy differs, not the file"
+    assert state.snapshot(env) == before
+
+
+def test_a_new_batch_with_stale_controls_beside_read_back_lines_is_blamed_not_the_warehouse(env, instance,
+                                                                                             monkeypatch) -> None:
+    """A late batch whose manifest repeats the day's earlier controls is refused; the finding says the read-back
+    lines are as they were loaded and names the batch parsed now, rather than blaming the warehouse's copy."""
+    from atlasmart_assets.lab import run_chain
+
+    monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "3")
+    assert run_chain(instance, *WINDOW).success
+    day = dt.date(2026, 9, 6)
+    first = env.raw_dir / f"partition={day.isoformat()}.json"
+    path = generate.late_delta(env.raw_dir, day, "B-2026-09-06-STALE", new=1, restate=0, retract=0)
+    doc = json.loads(path.read_text())
+    doc["manifest"]["controls"] = json.loads(first.read_text())["manifest"]["controls"]
+    path.write_text(generate.dump_raw(doc))
+    before = state.snapshot(env)
+    result = run_chain(instance, *WINDOW, BF)
+    text = state.failure_text(result)
+    assert not result.success and "raw_order_lines_match_manifest" in text and "B-2026-09-06-STALE" in text, text
+    assert "unchanged since they were loaded" in text and "parsed now: B-2026-09-06-STALE" in text, text
+    assert "the warehouse's copy" not in text, text
     assert state.snapshot(env) == before
 
 
