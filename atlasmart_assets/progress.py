@@ -122,7 +122,10 @@ class Progress:
             self._typical[name] = cost.at(days, lines)
 
     def reprice(self, phase: str, cost: Cost) -> None:
-        """The phase costs `cost` in this step (a correction's read, which copies raw evidence only in some runs)."""
+        """The phase costs `cost` in this step (a correction's read, which copies raw evidence only in some runs);
+        a phase this step does not have stays out of it."""
+        if phase not in self._typical:
+            return
         self._costs[phase] = cost
         self._typical[phase] = cost.at(*self._size)
 

@@ -112,6 +112,29 @@ def test_waiting_is_left_out_of_the_estimate(monkeypatch) -> None:
     assert lines[0].endswith("6.3 s so far, of which 6.0 s waiting, about 3 s to go"), lines[0]
 
 
+@pytest.mark.parametrize("changed_lines, said", [(0, "about 1 s to go"), (7_300_000, "about 2 s to go")])
+def test_a_publish_that_changes_no_day_expects_no_chart_in_its_events(monkeypatch, changed_lines: int,
+                                                                       said: str) -> None:
+    """Each phase taking its typical time, what the publish's line estimates is the events' typical time: without
+    the change chart where no day changes (a year's re-derive of unchanged days read "about 3 s to go" with 1.1 s)."""
+    days, lines = 365, 7_300_000
+    costs = [cost.at(days, lines) for _, cost in correction.PHASES[:3]]
+    publish_s = correction.COSTS["publish"].at(days, changed_lines)
+    now = [0.0]
+    monkeypatch.setattr(progress_mod.time, "monotonic", lambda: now[0])
+    out: list[str] = []
+    p = Progress(out.append, "correction", correction.PHASES + (correction.EVENTS_PHASE,))
+    p.size(days, lines)
+    for (name, _), cost in zip(correction.PHASES, costs):
+        now[0] += cost
+        p.done(name, "x")
+    correction._price_publish(p, days, changed_lines)
+    now[0] += publish_s
+    p.done("publish", "x")
+    assert out[-1].endswith(said), out[-1]
+    Progress(out.append, "correction", correction.PHASES).reprice(*correction.EVENTS_PHASE)  # no such phase: ignored
+
+
 def test_a_line_is_one_line_and_bounded_whatever_it_names() -> None:
     lines: list[str] = []
     forged = "x\nraw 2026-09-20 [3/3] append: 1 new batch(es) appended; 0.1 s so far, done\n" + "日" * 20000
