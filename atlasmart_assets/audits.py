@@ -52,15 +52,19 @@ def no_suppressed_keys(check: str, asset: tuple[str, ...], counts: dict[str, int
 
 def controls_match(check: str, asset: tuple[str, ...], candidate: dict[str, list[float]],
                    expected: dict[str, list[float]], expected_label: str,
-                   extra: dict[str, Any] | None = None) -> Audit:
-    """Candidate controls equal the expected ones for every partition of the window."""
+                   extra: dict[str, Any] | None = None, when_missing: str = "") -> Audit:
+    """Candidate controls equal the expected ones for every partition of the window. `when_missing`: what the
+    operator does about partitions that have no expected controls at all, said first."""
     mismatches = {}
     for day in sorted(set(candidate) | set(expected)):
         got, want = candidate.get(day), expected.get(day)
         if got is None or want is None or [float(x) for x in got] != [float(x) for x in want]:
             mismatches[day] = {"candidate": got, expected_label: want}
+    missing = [d for d in sorted(mismatches) if expected.get(d) is None]
+    first = (f"{len(missing)} partition(s) have no {expected_label} ({', '.join(missing[:5])}"
+             f"{', …' if len(missing) > 5 else ''}): {when_missing}; " if missing and when_missing else "")
     text = (f"controls {list(CONTROL_NAMES)} equal {expected_label} for {len(candidate)} partitions" if not mismatches
-            else f"controls differ from {expected_label}: {mismatches}")
+            else f"{first}controls differ from {expected_label}: {mismatches}")
     return Audit(check, asset, not mismatches, ERROR, text,
                  {"mismatches": mismatches, "partitions": len(candidate), **(extra or {})})
 

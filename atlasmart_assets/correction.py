@@ -182,7 +182,9 @@ def audit(scope: RunScope, con: duckdb.DuckDBPyConnection, current: dict[str, Cu
         audits.controls_match(CONTROLS_MATCH_RAW, FCT_ORDER_LINES, {d: fact_lists.get(d, [0] * 6) for d in keys},
                               expected, "raw_manifest_less_suppressed",
                               extra={"suppressed": {d: {"lines": s["controls"][0], "requests": s["requests"]}
-                                                    for d, s in suppressed.items()}}),
+                                                    for d, s in suppressed.items()}},
+                              when_missing="no raw batch of theirs is loaded; materialize raw/order_lines for "
+                                           "them in the same run (select the four assets)"),
         audits.no_suppressed_keys(NO_SUPPRESSED_KEY, FCT_ORDER_LINES, _suppressed_key_counts(con, scope)),
         audits.row_count_unchanged(ROW_COUNT_UNCHANGED, FCT_ORDER_LINES, rows_after, rows_now),
         # Lines a deletion request suppresses are a recorded decision, not a shrink to question: the lines of the

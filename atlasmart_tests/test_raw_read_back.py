@@ -304,6 +304,25 @@ def test_a_correction_without_its_raw_step_refuses_lines_changed_since_they_were
     assert state.snapshot(env) == before
 
 
+def test_a_correction_alone_over_days_whose_raw_is_not_loaded_says_to_select_raw(env, instance) -> None:
+    """A fresh deployment has loaded raw for its newest day only: a run of the correction alone over history is
+    refused by its controls audit, which names the days without raw and says to materialize raw/order_lines."""
+    from atlasmart_assets.correction import CONTROLS_MATCH_RAW, correct
+    from atlasmart_assets.lab import run_chain
+    from atlasmart_assets.scope import RunInfo, RunScope
+
+    assert run_chain(instance, WINDOW[1], WINDOW[1]).success
+    before = state.snapshot(env)
+    scope = RunScope(Window.of(*WINDOW), RunInfo("correction-alone", "bf-alone"), "backfill", "2026-09-21", None)
+    outcome = correct(Warehouse(), scope, lambda _: True)
+    assert outcome.publication is None
+    [controls] = [a for a in outcome.refused if a.check == CONTROLS_MATCH_RAW]
+    assert controls.description.startswith("9 partition(s) have no raw_manifest_less_suppressed (2026-09-01, "), \
+        controls.description
+    assert "materialize raw/order_lines for them in the same run" in controls.description
+    assert state.snapshot(env) == before
+
+
 def test_a_window_of_one_chunk_parses_its_files(env, instance) -> None:
     """Today's load (and any window of one chunk) parses its loaded files again rather than take the warehouse
     lock once more to read them back."""
