@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import tempfile
+import warnings
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -59,11 +60,21 @@ def _migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _quiet_dagster_notes() -> None:
+    """Dagster's notes on its beta and preview APIs, raised as the definitions load, are for this code's authors,
+    not for an operator at a terminal."""
+    import dagster as dg
+
+    warnings.filterwarnings("ignore", category=dg.BetaWarning)
+    warnings.filterwarnings("ignore", category=dg.PreviewWarning)
+
+
 def _rollback(args: argparse.Namespace) -> int:
     """Run `rollback_job`, the job the UI launches, in this process against the instance: the run, its
     materializations, the change notice and the Slack message follow as for a rollback launched in the UI."""
     import dagster as dg
 
+    _quiet_dagster_notes()
     from atlasmart_assets.definitions import defs
 
     from atlasmart_assets.window import Window
@@ -71,9 +82,15 @@ def _rollback(args: argparse.Namespace) -> int:
     Window.of(args.start, args.end)  # a malformed or reversed range is the operator's input error, not a failed run
     config = {"start": args.start, "end": args.end, "reason": args.reason, "to_publication": args.to_publication}
     with _instance() as instance:
+        # Dagster's console log (its engine events, a refusal's stack trace) stays in the run, shown in the UI; the
+        # terminal gets the rollback's own lines, then the outcome.
         result = defs.resolve_job_def("rollback_job").execute_in_process(
             instance=instance, raise_on_error=False, tags={"atlasmart/launched_from": "cli"},
-            run_config={"ops": {"rollback_range": {"config": {k: v for k, v in config.items() if v is not None}}}})
+            run_config={"ops": {"rollback_range": {"config": {k: v for k, v in config.items() if v is not None}}},
+                        "loggers": {"console": {"config": {"log_level": "CRITICAL"}}}})
+        for entry in instance.all_logs(result.run_id):
+            if entry.dagster_event is None and entry.user_message:
+                print(entry.user_message, file=sys.stderr)
         if not result.success:
             failures = [e.event_specific_data.error for e in result.all_events
                         if e.event_type == dg.DagsterEventType.STEP_FAILURE and e.event_specific_data]
@@ -93,6 +110,7 @@ def _user_message(error: Any) -> str:
 
 def _plan(args: argparse.Namespace) -> int:
     from atlasmart_assets import plan
+    _quiet_dagster_notes()
     from atlasmart_assets.assets.graph import asset_graph
     from atlasmart_assets.resources import Warehouse
 

@@ -70,11 +70,19 @@ def test_repeated_rollbacks_step_back_through_history(env, instance, published) 
     assert not list(env.scratch_dir.glob("*.duckdb")), "a rollback leaves no scratch behind"
 
 
-def test_rollback_refuses_partitions_without_history(env, published) -> None:
+def test_rollback_refuses_partitions_without_history(env, published, capfd) -> None:
     published(("2026-09-20", None))
     before = state.snapshot(env)
+    capfd.readouterr()
     assert cli.main(["rollback", "--from", "2026-09-20", "--reason", "nothing to undo"]) == 2
     assert state.snapshot(env) == before
+    # The terminal says why in a few lines: Dagster's engine events and the refusal's stack trace stay in the run.
+    out = capfd.readouterr()
+    shown = (out.out + out.err).strip().splitlines()
+    assert not any(word in line for line in shown for word in ("Stack Trace", "STEP_FAILURE", "Warning")), shown
+    ours = shown[next(i for i, line in enumerate(shown) if line.startswith("rollback 2026-09-20")):]
+    assert len(ours) <= 3, ours  # its progress line, then the outcome (Dagster's first-use telemetry note before)
+    assert "there is nothing earlier to restore" in shown[-1] and shown[-1].startswith("atlasmart rollback:"), shown
 
 
 ASSETS = ("staged/order_lines", "fact/fct_order_lines", "mart/revenue_daily")
