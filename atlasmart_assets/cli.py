@@ -76,6 +76,7 @@ def _rollback(args: argparse.Namespace) -> int:
 
     _quiet_dagster_notes()
     from atlasmart_assets.definitions import defs
+    from atlasmart_assets.jobs import LAUNCHED_FROM_TAG
 
     from atlasmart_assets.window import Window
 
@@ -83,17 +84,18 @@ def _rollback(args: argparse.Namespace) -> int:
     config = {"start": args.start, "end": args.end, "reason": args.reason, "to_publication": args.to_publication}
     with _instance() as instance:
         # Dagster's console log (its engine events, a refusal's stack trace) stays in the run, shown in the UI; the
-        # terminal gets the rollback's own lines, then the outcome.
+        # terminal gets the rollback's own lines as they are written (the op tees them, jobs._log_for), then the
+        # outcome.
         result = defs.resolve_job_def("rollback_job").execute_in_process(
-            instance=instance, raise_on_error=False, tags={"atlasmart/launched_from": "cli"},
+            instance=instance, raise_on_error=False, tags={LAUNCHED_FROM_TAG: "cli"},
             run_config={"ops": {"rollback_range": {"config": {k: v for k, v in config.items() if v is not None}}},
                         "loggers": {"console": {"config": {"log_level": "CRITICAL"}}}})
-        for entry in instance.all_logs(result.run_id):
-            if entry.dagster_event is None and entry.user_message:
-                print(entry.user_message, file=sys.stderr)
         if not result.success:
             failures = [e.event_specific_data.error for e in result.all_events
                         if e.event_type == dg.DagsterEventType.STEP_FAILURE and e.event_specific_data]
+            if instance.is_ephemeral:  # the run's log goes with its instance: the whole error is shown here
+                for err in failures:
+                    print(err.to_string(), file=sys.stderr)
             message = "; ".join(_user_message(err) for err in failures) or "the rollback run failed"
             raise RuntimeError(f"{message} (run {result.run_id}; nothing was published)")
         summary = result.output_for_node("rollback_range")

@@ -373,12 +373,12 @@ def _build_line(scope: RunScope, built: list[str], new: list[str], kept: unchang
     return line
 
 
-def _price_publish(progress: Progress, days: int, changed_lines: int) -> None:
+def _price_publish(progress: Progress, days: int, changed_lines: int, changing_days: int) -> None:
     """The publish's cost: every day's commit, and the lines of the days that change written; and the events
-    after it, without a chart where no day changes (an unchanged re-derive read "about 3 s to go" with 1.1 s)."""
+    after it, with the change chart only where a day changes (an unchanged re-derive read "about 3 s to go" with
+    1.1 s). Called again once the audit knows which days change: either way."""
     progress.reprice("publish", Cost(COSTS["publish"].at(days, changed_lines)))
-    if not changed_lines:
-        progress.reprice(EVENTS_PHASE[0], EVENTS_WITHOUT_CHART)
+    progress.reprice(EVENTS_PHASE[0], EVENTS_PHASE[1] if changing_days else EVENTS_WITHOUT_CHART)
 
 
 def correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool], threads: int | None = None,
@@ -439,7 +439,7 @@ def _correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool]
         new = _new_evidence(current, evidence, ref.dimension_version, built)
         # Until the audit says which days changed, a day read from the evidence its current version read is taken
         # to publish unchanged (a new deletion request or release may still change it).
-        _price_publish(progress, len(scope.window.keys), sum(lines.get(d, 0) for d in new))
+        _price_publish(progress, len(scope.window.keys), sum(lines.get(d, 0) for d in new), len(new))
         progress.done("build", _build_line(scope, built, new, kept))
         # Each day's lines as the publish will weigh them: the built days' from their evidence, the kept ones' own.
         weights = {**{d: current[d].rows for d in kept.days if d in current}, **lines}
@@ -455,7 +455,8 @@ def _correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool]
         # The audit says which days change: only their lines are written (a year's re-publish of unchanged days
         # published in 2 s, its first load in 14 s).
         reused = ledger.reused(current, days)
-        _price_publish(progress, len(scope.window.keys), sum(c.rows for d, c in days.items() if d not in reused))
+        written = [d for d in days if d not in reused]
+        _price_publish(progress, len(scope.window.keys), sum(days[d].rows for d in written), len(written))
         audited = f"{len(found)} audits, {len(outcome.refused)} refusing, {sum(c.rows for c in days.values()):,} rows"
         if outcome.refused:
             progress.end("audit", f"{audited}: refused by {', '.join(a.check for a in outcome.refused)}; "

@@ -2,8 +2,9 @@
 
 
 import json
+import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import dagster as dg
 from pydantic import Field
@@ -19,6 +20,8 @@ from atlasmart_assets.progress import Progress
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.warehouse.ledger import Publication
 
+# `atlasmart rollback` tags its run so (cli.py): the rollback's lines then also go to the terminal.
+LAUNCHED_FROM_TAG = "atlasmart/launched_from"
 HISTORY_SCAN = dg.AssetCheckKey(dg.AssetKey(["fact", "fct_order_lines"]),
                                 "fct_order_lines_published_history_free_of_suppressed_keys")
 # The all-history scan and the freshness check (which judges the newest day, not the run's window) run on their
@@ -94,10 +97,23 @@ def rollback_range(context: dg.OpExecutionContext, config: RollbackConfig,
                    warehouse: Warehouse) -> Iterator[dg.DagsterEvent | dg.Output]:
     """Restore an earlier publication of every partition in [start, end], in one atomic commit; record a
     materialization of staged, fact and mart for each restored partition, so the UI shows the restored version."""
-    progress = Progress(context.log.info, rollback_mod.header(config.start, config.end),
+    progress = Progress(_log_for(context), rollback_mod.header(config.start, config.end),
                         rollback_mod.PHASES + (rollback_mod.EVENTS_PHASE,))
     with progress.stopping():  # the events too: a run stopped while Dagster writes them says so
         yield from _roll_back_and_report(context, config, warehouse, progress)
+
+
+def _log_for(context: dg.OpExecutionContext) -> Callable[[str], None]:
+    """The run's log; launched by `atlasmart rollback` (in its own process, Dagster's console log left out), each
+    line also goes to the operator's terminal as it is written."""
+    if context.run.tags.get(LAUNCHED_FROM_TAG) != "cli":
+        return context.log.info
+
+    def both(line: str) -> None:
+        context.log.info(line)
+        print(line, file=sys.stderr, flush=True)
+
+    return both
 
 
 def _roll_back_and_report(context: dg.OpExecutionContext, config: RollbackConfig, warehouse: Warehouse,

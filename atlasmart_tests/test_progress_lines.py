@@ -116,7 +116,8 @@ def test_waiting_is_left_out_of_the_estimate(monkeypatch) -> None:
 def test_a_publish_that_changes_no_day_expects_no_chart_in_its_events(monkeypatch, changed_lines: int,
                                                                        said: str) -> None:
     """Each phase taking its typical time, what the publish's line estimates is the events' typical time: without
-    the change chart where no day changes (a year's re-derive of unchanged days read "about 3 s to go" with 1.1 s)."""
+    the change chart where no day changes (a year's re-derive of unchanged days read "about 3 s to go" with 1.1 s),
+    with it where the audit finds days that change though no day had new evidence after the build."""
     days, lines = 365, 7_300_000
     costs = [cost.at(days, lines) for _, cost in correction.PHASES[:3]]
     publish_s = correction.COSTS["publish"].at(days, changed_lines)
@@ -128,7 +129,8 @@ def test_a_publish_that_changes_no_day_expects_no_chart_in_its_events(monkeypatc
     for (name, _), cost in zip(correction.PHASES, costs):
         now[0] += cost
         p.done(name, "x")
-    correction._price_publish(p, days, changed_lines)
+    correction._price_publish(p, days, 0, 0)  # after the build, no day with new evidence: a re-derive, say
+    correction._price_publish(p, days, changed_lines, 365 if changed_lines else 0)  # after the audit
     now[0] += publish_s
     p.done("publish", "x")
     assert out[-1].endswith(said), out[-1]

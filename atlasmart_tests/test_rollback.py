@@ -85,6 +85,28 @@ def test_rollback_refuses_partitions_without_history(env, published, capfd) -> N
     assert "there is nothing earlier to restore" in shown[-1] and shown[-1].startswith("atlasmart rollback:"), shown
 
 
+def test_a_cli_rollback_shows_its_lines_in_the_terminal_as_they_are_written(env, published, capfd,
+                                                                           monkeypatch) -> None:
+    """`atlasmart rollback` leaves Dagster's console log out, and shows the rollback's own lines while it runs (a
+    year's takes seconds): the targets' line is on the terminal before the publish begins; the JSON is on stdout."""
+    published(("2026-09-20", None))
+    lab.publish_legacy_incident(Warehouse())
+    seen: list[str] = []
+    real_publish = rollback.publish
+
+    def publishing(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        seen.append(capfd.readouterr().err)
+        return real_publish(*args, **kwargs)
+
+    monkeypatch.setattr(rollback, "publish", publishing)
+    capfd.readouterr()
+    assert cli.main(["rollback", "--from", "2026-09-20", "--reason", "undo the incident"]) == 0
+    assert len(seen) == 1 and "rollback 2026-09-20 [1/" in seen[0] and "targets:" in seen[0], seen
+    out = capfd.readouterr()
+    assert json.loads(out.out)["publication_id"] and "DEBUG" not in seen[0] + out.err, out.err
+    assert "events:" in out.err, out.err
+
+
 ASSETS = ("staged/order_lines", "fact/fct_order_lines", "mart/revenue_daily")
 
 
