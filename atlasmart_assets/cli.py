@@ -111,8 +111,8 @@ def _user_message(error: Any) -> str:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from atlasmart_assets import plan
     _quiet_dagster_notes()
+    from atlasmart_assets import plan
     from atlasmart_assets.assets.graph import asset_graph
     from atlasmart_assets.resources import Warehouse
 

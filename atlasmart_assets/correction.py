@@ -376,7 +376,7 @@ def _build_line(scope: RunScope, built: list[str], new: list[str], kept: unchang
 def _price_publish(progress: Progress, days: int, changed_lines: int, changing_days: int) -> None:
     """The publish's cost: every day's commit, and the lines of the days that change written; and the events
     after it, with the change chart only where a day changes (an unchanged re-derive read "about 3 s to go" with
-    1.1 s). Called again once the audit knows which days change: either way."""
+    1.1 s). Priced after the build, then again once the audit says which days change, up or down."""
     progress.reprice("publish", Cost(COSTS["publish"].at(days, changed_lines)))
     progress.reprice(EVENTS_PHASE[0], EVENTS_PHASE[1] if changing_days else EVENTS_WITHOUT_CHART)
 
