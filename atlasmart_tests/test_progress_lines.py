@@ -134,7 +134,6 @@ def test_a_publish_that_changes_no_day_expects_no_chart_in_its_events(monkeypatc
     now[0] += publish_s
     p.done("publish", "x")
     assert out[-1].endswith(said), out[-1]
-    Progress(out.append, "correction", correction.PHASES).reprice(*correction.EVENTS_PHASE)  # no such phase: ignored
 
 
 def test_a_line_is_one_line_and_bounded_whatever_it_names() -> None:
