@@ -7,11 +7,25 @@ import json
 import os
 import sys
 import tempfile
+import uuid
 import warnings
 from typing import TYPE_CHECKING, Any
 
+from atlasmart_assets.progress import INTERRUPTIONS
+
 if TYPE_CHECKING:
     from dagster import DagsterInstance
+
+# A shell's exit status for a command ended by Ctrl-C (128 + SIGINT).
+INTERRUPTED = 130
+
+
+class CommandFailed(RuntimeError):
+    """A command's failure with its own exit status (an interrupted rollback exits 130, not 2)."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def _lab(args: argparse.Namespace) -> int:
@@ -82,25 +96,60 @@ def _rollback(args: argparse.Namespace) -> int:
 
     Window.of(args.start, args.end)  # a malformed or reversed range is the operator's input error, not a failed run
     config = {"start": args.start, "end": args.end, "reason": args.reason, "to_publication": args.to_publication}
+    run_id = str(uuid.uuid4())  # known before the run starts: a Ctrl-C before Dagster returns one is reported
     with _instance() as instance:
         # Dagster's console log (its engine events, a refusal's stack trace) stays in the run, shown in the UI; the
         # terminal gets the rollback's own lines as they are written (the op tees them, jobs._log_for), then the
         # outcome.
-        result = defs.resolve_job_def("rollback_job").execute_in_process(
-            instance=instance, raise_on_error=False, tags={LAUNCHED_FROM_TAG: "cli"},
-            run_config={"ops": {"rollback_range": {"config": {k: v for k, v in config.items() if v is not None}}},
-                        "loggers": {"console": {"config": {"log_level": "CRITICAL"}}}})
+        try:
+            result = defs.resolve_job_def("rollback_job").execute_in_process(
+                instance=instance, raise_on_error=False, tags={LAUNCHED_FROM_TAG: "cli"}, run_id=run_id,
+                run_config={"ops": {"rollback_range": {"config": {k: v for k, v in config.items() if v is not None}}},
+                            "loggers": {"console": {"config": {"log_level": "CRITICAL"}}}})
+        except KeyboardInterrupt:  # Ctrl-C outside the step (Dagster turns one inside it into a failed step)
+            raise CommandFailed(f"interrupted (run {run_id}; {_outcome(run_id)})", INTERRUPTED) from None
         if not result.success:
             failures = [e.event_specific_data.error for e in result.all_events
                         if e.event_type == dg.DagsterEventType.STEP_FAILURE and e.event_specific_data]
+            if any(_interrupted(err) for err in failures):
+                raise CommandFailed(f"interrupted (run {run_id}; {_outcome(run_id)})", INTERRUPTED)
             if instance.is_ephemeral:  # the run's log goes with its instance: the whole error is shown here
                 for err in failures:
                     print(err.to_string(), file=sys.stderr)
             message = "; ".join(_user_message(err) for err in failures) or "the rollback run failed"
-            raise RuntimeError(f"{message} (run {result.run_id}; nothing was published)")
+            raise RuntimeError(f"{message} (run {run_id}; {_outcome(run_id)})")
         summary = result.output_for_node("rollback_range")
     print(json.dumps({"run_id": result.run_id, **summary}, indent=2))
     return 0
+
+
+def _interrupted(error: Any) -> bool:
+    """Whether a step failed because the process was interrupted (Ctrl-C, SIGTERM), on any level of its causes."""
+    while error is not None:
+        if error.cls_name in INTERRUPTIONS:
+            return True
+        error = getattr(error, "cause", None)
+    return False
+
+
+def _outcome(run_id: str) -> str:
+    """What a rollback run that did not succeed left published, from the ledger: a run can stop after its commit
+    (while Dagster writes its events), and then the rollback stands."""
+    from atlasmart_assets.resources import Warehouse
+
+    wh = Warehouse()
+    try:
+        with wh.reader() as con:
+            committed = [r[0] for r in con.execute(
+                "select distinct publication_id from audit.publications where run_id = $r order by 1",
+                {"r": run_id}).fetchall()]
+    except Exception as exc:  # noqa: BLE001 - the command must still report; say what could not be read
+        return (f"whether it committed could not be read ({type(exc).__name__}): see audit.publications for "
+                "this run id")
+    if not committed:
+        return "nothing was published"
+    return (f"publication {', '.join(committed)} was committed before it stopped: the ledger, the tables and the "
+            "extracts show the rollback; the UI's partitions may not show it until their next materialization")
 
 
 def _user_message(error: Any) -> str:
@@ -185,6 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
+    except CommandFailed as exc:
+        print(f"atlasmart {args.command}: {exc}", file=sys.stderr)
+        return exc.code
     except (ValueError, RuntimeError) as exc:
         print(f"atlasmart {args.command}: {exc}", file=sys.stderr)
         return 2

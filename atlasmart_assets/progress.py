@@ -45,7 +45,14 @@ def printable(text: str) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
+# What Dagster raises in a step whose run is terminated from the UI or whose process gets SIGINT (Ctrl-C) or
+# SIGTERM, and what Python raises for a Ctrl-C outside Dagster's handling: the operator stopped it, no error did.
+INTERRUPTIONS = ("DagsterExecutionInterruptedError", "KeyboardInterrupt")
+
+
 def stopped_by(exc: BaseException) -> str:
+    if type(exc).__name__ in INTERRUPTIONS:
+        return "stopped: the run was interrupted (terminated, Ctrl-C or SIGTERM)"
     message = cut_text(str(exc), 300)
     return f"stopped by {type(exc).__name__}" + (f": {message}" if message.strip() else "")
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import duckdb
 
+from atlasmart_assets import failpoints
 from atlasmart_assets.alerts.format import window_label
 from atlasmart_assets.contract import CODE_VERSION
 from atlasmart_assets.progress import Progress
@@ -108,8 +109,10 @@ def _rollback(wh: Warehouse, start: str, end: str | None, reason: str, run_id: s
                                   "to restore; nothing was published, roll back again from what is current")
         progress.done("restore", f"{sum(c.rows for c in after.values()):,} rows of {len(after)} partition(s), "
                                  "pointed at where the version store holds them")
+        failpoints.gate("rollback_restored", run_id)
         pub = publish(wh, scratch, window, RunInfo(run_id, None, reason), CODE_VERSION, after, now,
                       kind="rollback", restored=restored, stored=stored, give_way=give_way, on_chunk=written)
+        failpoints.gate("rollback_committed", run_id)
         progress.done("publish", f"publication {pub.publication_id}, {len(pub.after)} partition(s) restored, "
                                  f"{len(pub.changed)} of them to other content")
         return pub

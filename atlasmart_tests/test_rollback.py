@@ -2,6 +2,11 @@
 
 import datetime as dt
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from typing import Iterator
 
 import dagster as dg
@@ -441,3 +446,61 @@ def test_a_day_published_after_a_rollback_chose_its_targets_refuses_the_rollback
     with pytest.raises(PublishConflict, match="published since this rollback chose"):
         rollback.rollback(Warehouse(), days[0], days[-1], "undo bf-02", "run-moved")
     assert seen and state.snapshot(env) == seen[0]
+
+
+def _stopped_cli_rollback(tmp_path, gate: str) -> tuple[str, int, str]:
+    """`atlasmart rollback` of 2026-09-20 in its own process, held at `gate` (failpoints; the other rollback gates
+    open) and sent SIGINT (Ctrl-C) there: its run id, exit code and stderr."""
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    for other in {"rollback_restored", "rollback_committed"} - {gate}:
+        (gates / f"{other}.open").touch()
+    proc = subprocess.Popen([sys.executable, "-m", "atlasmart_assets.cli", "rollback", "--from", "2026-09-20",
+                             "--reason", "undo the incident"], env={**os.environ, "ATLASMART_GATE_DIR": str(gates)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 180
+        while not (arrived := list(gates.glob(f"*.{gate}.arrived"))):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, f"the rollback never reached {gate}"
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return arrived[0].name.split(".")[0], proc.returncode, err
+
+
+def test_a_cli_rollback_stopped_by_ctrl_c_before_its_commit_changes_nothing_and_says_so(
+        env, home_instance, tmp_path) -> None:
+    """Ctrl-C while the command works: exit 130, one line saying it was interrupted and nothing was published, the
+    run failed (not left started), the scratch dropped, and the next rollback runs."""
+    assert run_chain(home_instance, "2026-09-19", "2026-09-20").success
+    lab.publish_legacy_incident(Warehouse())
+    before = state.snapshot(env)
+    run_id, code, err = _stopped_cli_rollback(tmp_path, "rollback_restored")
+    last = err.strip().splitlines()[-1]
+    assert code == 130 and last.startswith("atlasmart rollback: interrupted") and "nothing was published" in last, err
+    assert "Traceback" not in err and run_id in last, err
+    assert "publish: stopped: the run was interrupted" in err, err
+    assert state.snapshot(env) == before
+    assert home_instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.FAILURE
+    assert not Warehouse().scratch_path(run_id).exists()
+    assert cli.main(["rollback", "--from", "2026-09-20", "--reason", "undo the incident"]) == 0
+    assert json.loads((env.published_dir / "partition=2026-09-20.json").read_text())["controls"][4] == 425
+
+
+def test_a_cli_rollback_stopped_by_ctrl_c_after_its_commit_says_what_it_published(
+        env, home_instance, tmp_path) -> None:
+    """Ctrl-C once the commit is made: the rollback stands (ledger, tables, extracts), and the command says so
+    with the publication's id instead of claiming nothing was published."""
+    assert run_chain(home_instance, "2026-09-19", "2026-09-20").success
+    lab.publish_legacy_incident(Warehouse())
+    run_id, code, err = _stopped_cli_rollback(tmp_path, "rollback_committed")
+    last = err.strip().splitlines()[-1]
+    _, kind, pub_id, *_ = _rollback_row(env, "2026-09-20")
+    assert code == 130 and last.startswith("atlasmart rollback: interrupted"), err
+    assert f"{pub_id} was committed" in last and "nothing was published" not in last, err
+    extract = json.loads((env.published_dir / "partition=2026-09-20.json").read_text())
+    assert extract["controls"][4] == 425

@@ -668,3 +668,17 @@ def test_progress_reprices_a_phase_at_what_this_run_does_in_it(monkeypatch) -> N
     progress.reprice("read", Cost(2.0))  # this run's read copies nothing: its fixed part only
     progress.done("read", "x")
     assert lines[0].endswith("10.0 s so far, about 20 s to go"), lines[0]
+
+
+def test_repricing_a_phase_the_step_does_not_have_leaves_its_estimate_alone(monkeypatch) -> None:
+    """A caller that prices every phase of a correction prices a rollback's too: a phase the step does not have
+    adds no work to its estimate (and no phase to its count)."""
+    from atlasmart_assets.progress import Cost
+
+    clock = iter([0.0, 10.0])
+    monkeypatch.setattr("atlasmart_assets.progress.time.monotonic", lambda: next(clock))
+    lines: list[str] = []
+    progress = Progress(lines.append, "job", (("read", Cost(2.0)), ("build", Cost(4.0))))
+    progress.reprice("audit", Cost(1000.0))
+    progress.done("read", "x")
+    assert lines[0].startswith("job [1/2] read: x;") and lines[0].endswith("10.0 s so far, about 20 s to go"), lines
