@@ -48,3 +48,24 @@ def test_runs_beside_several_first_loads_are_taken_together() -> None:
     assert together["max_s"] == 3.0 and together["median_s"] == 2.5
     assert together["peak_rss_mib"] == 950.0 and together["backfill_wall_s"] == [41.0, 42.0]
     assert together["p95_s"] == beside_figures(first["runs"] + second["runs"], [(0.0, 1e9)])["p95_s"]
+
+
+def test_the_bench_refuses_to_pool_no_runs_and_passes_a_memory_limit_to_every_run(tmp_path, monkeypatch) -> None:
+    """`--beside-first-loads 0` failed after the year's first load, re-publishes and re-derive (an IndexError in
+    the pooling); it is refused before anything runs. `--memory-limit` reaches each run's environment, whatever
+    ATLASMART_ variables the caller's has (the bench clears them)."""
+    import argparse
+
+    import pytest
+
+    from bench import run as bench_run
+
+    with pytest.raises(SystemExit):
+        bench_run.main(["--beside-first-loads", "0", "--root", str(tmp_path)])
+    assert not list(tmp_path.iterdir())
+    monkeypatch.setenv("ATLASMART_DUCKDB_MEMORY_LIMIT", "3GB")
+    for limit, expected in (("512MB", "512MB"), (None, None)):
+        bench = bench_run.Bench(argparse.Namespace(days=3, lines=10, customers=5, slice=2, start="2025-09-22",
+                                                   root=str(tmp_path), memory_limit=limit))
+        env = bench.env(tmp_path / "data", tmp_path / "home")
+        assert env.get("ATLASMART_DUCKDB_MEMORY_LIMIT") == expected and bench.results["memory_limit"]

@@ -70,7 +70,7 @@ class Bench:
         self.as_of = self.newest + dt.timedelta(days=1)
         self.slice_end = self.start + dt.timedelta(days=min(args.slice, args.days) - 1)
         self.work = self.root / "work"
-        self.results: dict[str, Any] = {}
+        self.results: dict[str, Any] = {"memory_limit": args.memory_limit or "the product's default"}
 
     def env(self, data_dir: Path, home: Path) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("ATLASMART_")}
@@ -79,6 +79,8 @@ class Bench:
             "ATLASMART_AS_OF": self.as_of.isoformat(), "ATLASMART_START_DATE": self.start.isoformat(),
             "DAGSTER_HOME": str(home), "PYTHONUNBUFFERED": "1",
         })
+        if self.args.memory_limit:
+            env["ATLASMART_DUCKDB_MEMORY_LIMIT"] = self.args.memory_limit
         return env
 
     def dagster_home(self, name: str) -> Path:
@@ -570,6 +572,14 @@ def print_table(rows: list[tuple[str, str, str, str]]) -> str:
 PARTS = ("floor", "write_floor", "slice", "ui", "year")
 
 
+def at_least_one(text: str) -> int:
+    """A count of runs the year's figures pool (one at the least: the table reads the first of them)."""
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{n} is not a count of runs: 1 at the least")
+    return n
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--days", type=int, default=365, help="days in the backfill (raw gets one more: the newest day)")
@@ -582,10 +592,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--current-pause", type=float, default=5.0,
                    help="seconds between two current runs beside the backfill (back to back, a backfill that gives "
                         "way to today's load would wait its whole ATLASMART_BACKFILL_GIVE_WAY_S at every hold)")
-    p.add_argument("--beside-republishes", type=int, default=5,
+    p.add_argument("--beside-republishes", type=at_least_one, default=5,
                    help="re-publishes of the year run back to back beside today's load (more of its runs beside them)")
-    p.add_argument("--beside-first-loads", type=int, default=2,
+    p.add_argument("--beside-first-loads", type=at_least_one, default=2,
                    help="first loads of the year, each on a fresh data dir, beside today's load (figures pooled)")
+    p.add_argument("--memory-limit", help="ATLASMART_DUCKDB_MEMORY_LIMIT for every run and floor (default: the "
+                                         "product's own, 1GB): what the peak memory follows")
     p.add_argument("--root", default="/tmp/atlasmart-bench", help="raw evidence and run data (outside the repo)")
     p.add_argument("--skip-cli", action="store_true", help="skip the one-process-per-partition CLI measurement")
     p.add_argument("--only", nargs="*", choices=PARTS, default=PARTS)
