@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 from typing import Any
 
 from bench.run import beside_figures, pooled
@@ -52,7 +54,8 @@ def test_runs_beside_several_first_loads_are_taken_together() -> None:
 
 def test_the_bench_refuses_to_pool_no_runs_and_passes_a_memory_limit_to_every_run(tmp_path, monkeypatch) -> None:
     """`--beside-first-loads 0` failed after the year's first load, re-publishes and re-derive (an IndexError in
-    the pooling); it is refused before anything runs. `--memory-limit` reaches each run's environment, whatever
+    the pooling), and a window whose newest day has not closed yet after its first load (Dagster has no partition
+    for it): both are refused before anything runs. `--memory-limit` reaches each run's environment, whatever
     ATLASMART_ variables the caller's has (the bench clears them)."""
     import argparse
 
@@ -62,10 +65,13 @@ def test_the_bench_refuses_to_pool_no_runs_and_passes_a_memory_limit_to_every_ru
 
     with pytest.raises(SystemExit):
         bench_run.main(["--beside-first-loads", "0", "--root", str(tmp_path)])
+    future = (dt.date.today() - dt.timedelta(days=10)).isoformat()
+    with pytest.raises(SystemExit):
+        bench_run.main(["--start", future, "--days", "10", "--root", str(tmp_path)])
     assert not list(tmp_path.iterdir())
     monkeypatch.setenv("ATLASMART_DUCKDB_MEMORY_LIMIT", "3GB")
     for limit, expected in (("512MB", "512MB"), (None, None)):
         bench = bench_run.Bench(argparse.Namespace(days=3, lines=10, customers=5, slice=2, start="2025-09-22",
                                                    root=str(tmp_path), memory_limit=limit))
         env = bench.env(tmp_path / "data", tmp_path / "home")
-        assert env.get("ATLASMART_DUCKDB_MEMORY_LIMIT") == expected and bench.results["memory_limit"]
+        assert env.get("ATLASMART_DUCKDB_MEMORY_LIMIT") == expected
