@@ -5,19 +5,22 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 import tempfile
 import uuid
 import warnings
 from typing import TYPE_CHECKING, Any
-
-from atlasmart_assets.progress import INTERRUPTIONS
 
 if TYPE_CHECKING:
     from dagster import DagsterInstance
 
 # A shell's exit status for a command ended by Ctrl-C (128 + SIGINT).
 INTERRUPTED = 130
+# How long a stopped rollback waits to read the ledger: a warehouse another process holds delays its last line by
+# seconds, not by the lock timeout (600 s by default).
+LEDGER_READ_TIMEOUT_S = 5.0
 
 
 class CommandFailed(RuntimeError):
@@ -86,13 +89,15 @@ def _quiet_dagster_notes() -> None:
 def _rollback(args: argparse.Namespace) -> int:
     """Run `rollback_job`, the job the UI launches, in this process against the instance: the run, its
     materializations, the change notice and the Slack message follow as for a rollback launched in the UI."""
-    import dagster as dg
+    try:  # loading the definitions takes seconds: a Ctrl-C then stops the command before any run
+        import dagster as dg
 
-    _quiet_dagster_notes()
-    from atlasmart_assets.definitions import defs
-    from atlasmart_assets.jobs import LAUNCHED_FROM_TAG
-
-    from atlasmart_assets.window import Window
+        _quiet_dagster_notes()
+        from atlasmart_assets.definitions import defs
+        from atlasmart_assets.jobs import LAUNCHED_FROM_TAG
+        from atlasmart_assets.window import Window
+    except KeyboardInterrupt:
+        raise CommandFailed("interrupted before its run started: nothing was published", INTERRUPTED) from None
 
     Window.of(args.start, args.end)  # a malformed or reversed range is the operator's input error, not a failed run
     config = {"start": args.start, "end": args.end, "reason": args.reason, "to_publication": args.to_publication}
@@ -101,23 +106,24 @@ def _rollback(args: argparse.Namespace) -> int:
         # Dagster's console log (its engine events, a refusal's stack trace) stays in the run, shown in the UI; the
         # terminal gets the rollback's own lines as they are written (the op tees them, jobs._log_for), then the
         # outcome.
+        ui = not instance.is_ephemeral
         try:
             result = defs.resolve_job_def("rollback_job").execute_in_process(
                 instance=instance, raise_on_error=False, tags={LAUNCHED_FROM_TAG: "cli"}, run_id=run_id,
                 run_config={"ops": {"rollback_range": {"config": {k: v for k, v in config.items() if v is not None}}},
                             "loggers": {"console": {"config": {"log_level": "CRITICAL"}}}})
         except KeyboardInterrupt:  # Ctrl-C outside the step (Dagster turns one inside it into a failed step)
-            raise CommandFailed(f"interrupted (run {run_id}; {_outcome(run_id)})", INTERRUPTED) from None
+            raise CommandFailed(f"interrupted (run {run_id}; {_outcome(run_id, ui)})", INTERRUPTED) from None
         if not result.success:
             failures = [e.event_specific_data.error for e in result.all_events
                         if e.event_type == dg.DagsterEventType.STEP_FAILURE and e.event_specific_data]
             if any(_interrupted(err) for err in failures):
-                raise CommandFailed(f"interrupted (run {run_id}; {_outcome(run_id)})", INTERRUPTED)
-            if instance.is_ephemeral:  # the run's log goes with its instance: the whole error is shown here
+                raise CommandFailed(f"interrupted (run {run_id}; {_outcome(run_id, ui)})", INTERRUPTED)
+            if not ui:  # the run's log goes with its temporary instance: the whole error is shown here
                 for err in failures:
                     print(err.to_string(), file=sys.stderr)
             message = "; ".join(_user_message(err) for err in failures) or "the rollback run failed"
-            raise RuntimeError(f"{message} (run {run_id}; {_outcome(run_id)})")
+            raise RuntimeError(f"{message} (run {run_id}; {_outcome(run_id, ui)})")
         summary = result.output_for_node("rollback_range")
     print(json.dumps({"run_id": result.run_id, **summary}, indent=2))
     return 0
@@ -125,6 +131,8 @@ def _rollback(args: argparse.Namespace) -> int:
 
 def _interrupted(error: Any) -> bool:
     """Whether a step failed because the process was interrupted (Ctrl-C, SIGTERM), on any level of its causes."""
+    from atlasmart_assets.progress import INTERRUPTIONS
+
     while error is not None:
         if error.cls_name in INTERRUPTIONS:
             return True
@@ -132,24 +140,38 @@ def _interrupted(error: Any) -> bool:
     return False
 
 
-def _outcome(run_id: str) -> str:
-    """What a rollback run that did not succeed left published, from the ledger: a run can stop after its commit
-    (while Dagster writes its events), and then the rollback stands."""
+def _outcome(run_id: str, ui: bool) -> str:
+    """What a rollback run that did not succeed left published, from the ledger: a run can stop after its commit,
+    and then the rollback stands. Extracts its commit did not swap in yet are swapped in here, as the next writer
+    or the code location's load would (recover_extracts). `ui`: the run is in an instance the UI shows."""
+    from atlasmart_assets import notices
     from atlasmart_assets.resources import Warehouse
+    from atlasmart_assets.warehouse.connection import is_lock_conflict
+    from atlasmart_assets.warehouse.publish import recover_extracts
 
     wh = Warehouse()
+    unread = "look for this run id in audit.publications before rolling back again"
     try:
-        with wh.reader() as con:
+        with wh.reader(timeout_s=LEDGER_READ_TIMEOUT_S) as con:
             committed = [r[0] for r in con.execute(
                 "select distinct publication_id from audit.publications where run_id = $r order by 1",
                 {"r": run_id}).fetchall()]
+            if committed:
+                recover_extracts(wh, con)
+    except KeyboardInterrupt:
+        return f"whether it committed was not read (interrupted again): {unread}"
     except Exception as exc:  # noqa: BLE001 - the command must still report; say what could not be read
-        return (f"whether it committed could not be read ({type(exc).__name__}): see audit.publications for "
-                "this run id")
+        why = "another process holds the warehouse" if is_lock_conflict(exc) else type(exc).__name__
+        return f"whether it committed could not be read ({why}): {unread}"
     if not committed:
         return "nothing was published"
-    return (f"publication {', '.join(committed)} was committed before it stopped: the ledger, the tables and the "
-            "extracts show the rollback; the UI's partitions may not show it until their next materialization")
+    text = (f"publication {', '.join(committed)} was committed before it stopped: the ledger, the tables and the "
+            "extracts show the rollback")
+    if not all(notices.notice_path(wh.settings, pub).exists() for pub in committed):
+        text += "; its change notice was not written (it stopped before that)"
+    if ui:
+        text += "; the UI's partitions may not show it until their next materialization"
+    return text
 
 
 def _user_message(error: Any) -> str:
@@ -232,6 +254,9 @@ def main(argv: list[str] | None = None) -> int:
     gen.add_argument("rest", nargs=argparse.REMAINDER)
     gen.set_defaults(func=_generate)
     args = parser.parse_args(argv)
+    # SIGTERM stops a command as Ctrl-C does, before a run starts too (Dagster handles both during a run).
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminated) if main_thread else None
     try:
         return args.func(args)
     except CommandFailed as exc:
@@ -240,6 +265,16 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, RuntimeError) as exc:
         print(f"atlasmart {args.command}: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"atlasmart {args.command}: interrupted", file=sys.stderr)
+        return INTERRUPTED
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _terminated(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ holds a run's step until a test opens it (how a test constructs overlap and queu
 Gate protocol, in the directory ATLASMART_GATE_DIR names: a step arriving at `point` touches
 `<run_id>.<point>.arrived`, then waits until `<point>.open` (every run) or `<run_id>.open` (every point of that
 run) exists, and touches `<run_id>.<point>.passed`. It waits at most ATLASMART_GATE_TIMEOUT_S (300 s), then fails
-the step: a forgotten gate is a loud failure, never a silent pass.
+the step: a forgotten gate is a loud failure, never a silent pass. A `hold` point is a gate only for a test that
+asks for it (`<point>.hold` in the directory), so tests that hold every step at its start do not meet it.
 """
 
 from __future__ import annotations
@@ -52,3 +53,10 @@ def gate(point: str, run_id: str) -> None:
                                 f"nothing created {opened[0].name} or {opened[1].name}")
         time.sleep(GATE_POLL_S)
     (gates / f"{run_id}.{point}.passed").touch()
+
+
+def hold(point: str, run_id: str) -> None:
+    """A gate at `point` where the gate directory holds `<point>.hold` (no-op otherwise)."""
+    directory = os.environ.get(GATE_DIR_ENV)
+    if directory and Path(directory, f"{point}.hold").exists():
+        gate(point, run_id)

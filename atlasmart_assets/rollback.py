@@ -109,12 +109,12 @@ def _rollback(wh: Warehouse, start: str, end: str | None, reason: str, run_id: s
                                   "to restore; nothing was published, roll back again from what is current")
         progress.done("restore", f"{sum(c.rows for c in after.values()):,} rows of {len(after)} partition(s), "
                                  "pointed at where the version store holds them")
-        failpoints.gate("rollback_restored", run_id)
+        failpoints.hold("rollback_restored", run_id)
         pub = publish(wh, scratch, window, RunInfo(run_id, None, reason), CODE_VERSION, after, now,
                       kind="rollback", restored=restored, stored=stored, give_way=give_way, on_chunk=written)
-        failpoints.gate("rollback_committed", run_id)
         progress.done("publish", f"publication {pub.publication_id}, {len(pub.after)} partition(s) restored, "
                                  f"{len(pub.changed)} of them to other content")
+        failpoints.hold("rollback_committed", run_id)
         return pub
     finally:
         wh.drop_scratch(run_id)

@@ -1,5 +1,6 @@
 """Rollback restores the previous publication of a range byte-identical, in one commit, recorded in the ledger."""
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -10,6 +11,7 @@ import time
 from typing import Iterator
 
 import dagster as dg
+import duckdb
 import pytest
 
 from atlasmart_assets import capacity, cli, generate, lab, rollback
@@ -448,13 +450,12 @@ def test_a_day_published_after_a_rollback_chose_its_targets_refuses_the_rollback
     assert seen and state.snapshot(env) == seen[0]
 
 
-def _stopped_cli_rollback(tmp_path, gate: str) -> tuple[str, int, str]:
-    """`atlasmart rollback` of 2026-09-20 in its own process, held at `gate` (failpoints; the other rollback gates
-    open) and sent SIGINT (Ctrl-C) there: its run id, exit code and stderr."""
+def _stopped_cli_rollback(tmp_path, gate: str, locked: bool = False) -> tuple[str, int, str]:
+    """`atlasmart rollback` of 2026-09-20 in its own process, held at `gate` (a failpoints hold) and sent SIGINT
+    (Ctrl-C) there, `locked`: while this process holds the warehouse. Its run id, exit code and stderr."""
     gates = tmp_path / "gates"
     gates.mkdir()
-    for other in {"rollback_restored", "rollback_committed"} - {gate}:
-        (gates / f"{other}.open").touch()
+    (gates / f"{gate}.hold").touch()
     proc = subprocess.Popen([sys.executable, "-m", "atlasmart_assets.cli", "rollback", "--from", "2026-09-20",
                              "--reason", "undo the incident"], env={**os.environ, "ATLASMART_GATE_DIR": str(gates)},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -464,11 +465,15 @@ def _stopped_cli_rollback(tmp_path, gate: str) -> tuple[str, int, str]:
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, f"the rollback never reached {gate}"
             time.sleep(0.1)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=180)
+        with contextlib.ExitStack() as stack:
+            if locked:
+                stack.enter_context(duckdb.connect(str(Warehouse().settings.warehouse_path)))
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=180)
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait()
     return arrived[0].name.split(".")[0], proc.returncode, err
 
 
@@ -491,16 +496,57 @@ def test_a_cli_rollback_stopped_by_ctrl_c_before_its_commit_changes_nothing_and_
     assert json.loads((env.published_dir / "partition=2026-09-20.json").read_text())["controls"][4] == 425
 
 
+@pytest.mark.parametrize("gate", ["publish_committed", "rollback_committed"])
 def test_a_cli_rollback_stopped_by_ctrl_c_after_its_commit_says_what_it_published(
-        env, home_instance, tmp_path) -> None:
-    """Ctrl-C once the commit is made: the rollback stands (ledger, tables, extracts), and the command says so
-    with the publication's id instead of claiming nothing was published."""
+        env, home_instance, tmp_path, gate: str) -> None:
+    """Ctrl-C once the commit is made (before its extracts are swapped in, or while the run's events are written):
+    the rollback stands, and the command names its publication instead of claiming nothing was published. Extracts
+    the commit had not swapped in yet are swapped in before the command says so; a notice it had not written yet
+    is said to be missing."""
     assert run_chain(home_instance, "2026-09-19", "2026-09-20").success
     lab.publish_legacy_incident(Warehouse())
-    run_id, code, err = _stopped_cli_rollback(tmp_path, "rollback_committed")
+    run_id, code, err = _stopped_cli_rollback(tmp_path, gate)
     last = err.strip().splitlines()[-1]
     _, kind, pub_id, *_ = _rollback_row(env, "2026-09-20")
     assert code == 130 and last.startswith("atlasmart rollback: interrupted"), err
     assert f"{pub_id} was committed" in last and "nothing was published" not in last, err
     extract = json.loads((env.published_dir / "partition=2026-09-20.json").read_text())
     assert extract["controls"][4] == 425
+    notice = env.notices_dir / f"{pub_id}.md"
+    assert notice.exists() == (gate == "rollback_committed")
+    assert ("change notice was not written" in last) == (not notice.exists()), last
+    assert home_instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.FAILURE
+
+
+def test_a_cli_rollback_stopped_while_another_process_holds_the_warehouse_says_it_could_not_read_the_ledger(
+        env, home_instance, tmp_path) -> None:
+    """The last line's ledger read waits seconds, not the lock timeout (ATLASMART_LOCK_TIMEOUT_S, 600 s by default),
+    and says what it could not read rather than guess."""
+    assert run_chain(home_instance, "2026-09-19", "2026-09-20").success
+    lab.publish_legacy_incident(Warehouse())
+    _, code, err = _stopped_cli_rollback(tmp_path, "rollback_restored", locked=True)
+    last = err.strip().splitlines()[-1]
+    assert code == 130 and "could not be read (another process holds the warehouse)" in last, err
+    assert "audit.publications" in last and "nothing was published" not in last, err
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_command_stopped_by_a_signal_exits_130_and_leaves_the_handlers_as_they_were(
+        monkeypatch, capsys, signum: int) -> None:
+    """Ctrl-C or SIGTERM anywhere in a command (before a rollback's run starts, say, while its definitions load):
+    one line and exit 130, not a traceback; SIGTERM's handler is the caller's again afterwards."""
+    before = signal.getsignal(signal.SIGTERM)
+
+    def stopped(_args) -> int:  # noqa: ANN001
+        os.kill(os.getpid(), signum)
+        time.sleep(30)  # the signal interrupts the sleep
+        return 0
+
+    monkeypatch.setattr(cli, "_stale", stopped)
+    interrupt = signal.signal(signal.SIGINT, signal.default_int_handler)  # as a terminal's process has it
+    try:
+        assert cli.main(["stale"]) == 130
+    finally:
+        signal.signal(signal.SIGINT, interrupt)
+    assert capsys.readouterr().err.strip() == "atlasmart stale: interrupted"
+    assert signal.getsignal(signal.SIGTERM) is before

@@ -15,6 +15,7 @@ import duckdb
 from atlasmart_assets import extracts, notices
 from atlasmart_assets.alerts.format import window_label
 from atlasmart_assets.failpoints import failpoint
+from atlasmart_assets.failpoints import hold as held_at
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunInfo
 from atlasmart_assets.settings import Settings
@@ -275,6 +276,7 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
                                       cfg.retain_versions, ahead, reuse)
             committed = True
             failpoint("committed")
+            held_at("publish_committed", run.run_id)
             extracts.swap(cfg, pub_id)
             failpoint("swapped")
             notices.write(cfg, con, pub_id, run, after)
