@@ -7,8 +7,8 @@ import json
 import os
 import signal
 import sys
-import threading
 import tempfile
+import threading
 import uuid
 import warnings
 from typing import TYPE_CHECKING, Any
@@ -144,20 +144,24 @@ def _outcome(run_id: str, ui: bool) -> str:
     """What a rollback run that did not succeed left published, from the ledger: a run can stop after its commit,
     and then the rollback stands. Extracts its commit did not swap in yet are swapped in here, as the next writer
     or the code location's load would (recover_extracts). `ui`: the run is in an instance the UI shows."""
-    from atlasmart_assets import notices
+    from atlasmart_assets import extracts, notices
     from atlasmart_assets.resources import Warehouse
     from atlasmart_assets.warehouse.connection import is_lock_conflict
     from atlasmart_assets.warehouse.publish import recover_extracts
 
     wh = Warehouse()
     unread = "look for this run id in audit.publications before rolling back again"
+    swapped: str | None = None
     try:
         with wh.reader(timeout_s=LEDGER_READ_TIMEOUT_S) as con:
             committed = [r[0] for r in con.execute(
                 "select distinct publication_id from audit.publications where run_id = $r order by 1",
                 {"r": run_id}).fetchall()]
             if committed:
-                recover_extracts(wh, con)
+                try:
+                    recover_extracts(wh, con)
+                except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - the commit was read: say it
+                    swapped = type(exc).__name__
     except KeyboardInterrupt:
         return f"whether it committed was not read (interrupted again): {unread}"
     except Exception as exc:  # noqa: BLE001 - the command must still report; say what could not be read
@@ -165,8 +169,11 @@ def _outcome(run_id: str, ui: bool) -> str:
         return f"whether it committed could not be read ({why}): {unread}"
     if not committed:
         return "nothing was published"
-    text = (f"publication {', '.join(committed)} was committed before it stopped: the ledger, the tables and the "
-            "extracts show the rollback")
+    shown = extracts.current_version(wh.settings) in committed
+    text = (f"publication {', '.join(committed)} was committed before it stopped: the ledger and the tables show the "
+            "rollback, and " + ("so do the extracts" if shown else
+                                "the extracts do not yet (the next publish, or the code location's load, swaps "
+                                "them in" + (f"; swapping them here failed: {swapped})" if swapped else ")")))
     if not all(notices.notice_path(wh.settings, pub).exists() for pub in committed):
         text += "; its change notice was not written (it stopped before that)"
     if ui:
@@ -269,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"atlasmart {args.command}: interrupted", file=sys.stderr)
         return INTERRUPTED
     finally:
-        if main_thread:
+        if previous is not None:  # None: no handler installed, or one not from Python, which cannot be put back
             signal.signal(signal.SIGTERM, previous)
 
 

@@ -65,10 +65,16 @@ def test_the_bench_refuses_to_pool_no_runs_and_passes_a_memory_limit_to_every_ru
 
     with pytest.raises(SystemExit):
         bench_run.main(["--beside-first-loads", "0", "--root", str(tmp_path)])
-    future = (dt.date.today() - dt.timedelta(days=10)).isoformat()
-    with pytest.raises(SystemExit):
-        bench_run.main(["--start", future, "--days", "10", "--root", str(tmp_path)])
+    today = dt.datetime.now(dt.timezone.utc).date()
+    with pytest.raises(SystemExit):  # its newest day is today, not closed yet
+        bench_run.main(["--start", (today - dt.timedelta(days=10)).isoformat(), "--days", "10",
+                        "--root", str(tmp_path)])
     assert not list(tmp_path.iterdir())
+    newest = today - dt.timedelta(days=1)  # yesterday's is taken: the bench goes on to generate its raw files
+    monkeypatch.setattr(bench_run.Bench, "generate", lambda self: (_ for _ in ()).throw(RuntimeError("generating")))
+    with pytest.raises(RuntimeError, match="generating"):
+        bench_run.main(["--start", (newest - dt.timedelta(days=10)).isoformat(), "--days", "10", "--only", "floor",
+                        "--root", str(tmp_path)])
     monkeypatch.setenv("ATLASMART_DUCKDB_MEMORY_LIMIT", "3GB")
     for limit, expected in (("512MB", "512MB"), (None, None)):
         bench = bench_run.Bench(argparse.Namespace(days=3, lines=10, customers=5, slice=2, start="2025-09-22",

@@ -603,7 +603,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--only", nargs="*", choices=PARTS, default=PARTS)
     args = p.parse_args(argv)
     b = Bench(args)
-    if b.as_of > dt.date.today():
+    if b.as_of > dt.datetime.now(dt.timezone.utc).date():  # the partitions' "today" is UTC's
         # Dagster has no partition for a day not closed yet: today's load of the bench would fail on it, after the
         # first load has run (a 730-day bench from 2025-09-22 did, on 2026-12-06).
         p.error(f"--start {args.start} and --days {args.days} make {b.newest} the newest day, which has not closed "

@@ -14,8 +14,7 @@ import duckdb
 
 from atlasmart_assets import extracts, notices
 from atlasmart_assets.alerts.format import window_label
-from atlasmart_assets.failpoints import failpoint
-from atlasmart_assets.failpoints import hold as held_at
+from atlasmart_assets.failpoints import failpoint, hold as held_at
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunInfo
 from atlasmart_assets.settings import Settings
