@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-
 from typing import Any
 
 from bench.run import beside_figures, pooled

@@ -507,7 +507,7 @@ def test_a_cli_rollback_stopped_by_ctrl_c_after_its_commit_says_what_it_publishe
     lab.publish_legacy_incident(Warehouse())
     run_id, code, err = _stopped_cli_rollback(tmp_path, gate)
     last = err.strip().splitlines()[-1]
-    _, kind, pub_id, *_ = _rollback_row(env, "2026-09-20")
+    _, _, pub_id, *_ = _rollback_row(env, "2026-09-20")
     assert code == 130 and last.startswith("atlasmart rollback: interrupted"), err
     assert f"{pub_id} was committed" in last and "nothing was published" not in last, err
     extract = json.loads((env.published_dir / "partition=2026-09-20.json").read_text())
