@@ -113,12 +113,12 @@ def _rollback(args: argparse.Namespace) -> int:
                 run_config={"ops": {"rollback_range": {"config": {k: v for k, v in config.items() if v is not None}}},
                             "loggers": {"console": {"config": {"log_level": "CRITICAL"}}}})
         except KeyboardInterrupt:  # Ctrl-C outside the step (Dagster turns one inside it into a failed step)
-            raise CommandFailed(f"interrupted (run {run_id}; {_outcome(run_id, ui)})", INTERRUPTED) from None
+            raise _stopped(run_id, ui) from None
         if not result.success:
             failures = [e.event_specific_data.error for e in result.all_events
                         if e.event_type == dg.DagsterEventType.STEP_FAILURE and e.event_specific_data]
             if any(_interrupted(err) for err in failures):
-                raise CommandFailed(f"interrupted (run {run_id}; {_outcome(run_id, ui)})", INTERRUPTED)
+                raise _stopped(run_id, ui)
             if not ui:  # the run's log goes with its temporary instance: the whole error is shown here
                 for err in failures:
                     print(err.to_string(), file=sys.stderr)
@@ -127,6 +127,11 @@ def _rollback(args: argparse.Namespace) -> int:
         summary = result.output_for_node("rollback_range")
     print(json.dumps({"run_id": result.run_id, **summary}, indent=2))
     return 0
+
+
+def _stopped(run_id: str, ui: bool) -> CommandFailed:
+    """A rollback run stopped by a signal: exit 130, with what the ledger holds for it."""
+    return CommandFailed(f"interrupted (run {run_id}; {_outcome(run_id, ui)})", INTERRUPTED)
 
 
 def _interrupted(error: Any) -> bool:

@@ -174,11 +174,11 @@ class BatchingSqliteEventLogStorage(SqliteEventLogStorage):
     def _store_asset_check_evaluation_planned(self, event: EventLogEntry, event_id: int | None) -> None:
         """Dagster's rows for a planned check, one per partition of the run, inserted as one executemany, with the
         planned event itself on the last of them only (the newest, which Dagster's unfiltered readers take as the
-        check's latest execution); the others keep the event's storage id, and show no step key when read per day. Dagster serializes the same
-        event into every row: for a year's backfill, 19 checks × 365 days of about 1.5 KB, 10.8 MB of the index per
-        run (it also compiles a single INSERT holding all their values: 4.2 s of the 7.7 s a year's events took to
-        store, under cProfile). A planned row's event gives only its step key; its status, run and partition are
-        the row's own."""
+        check's latest execution); the others keep the event's storage id, and show no step key when read per day.
+        Dagster serializes the same event into every row: for a year's backfill, 19 checks × 365 days of about
+        1.5 KB, 10.8 MB of the index per run (it also compiles a single INSERT holding all their values: 4.2 s of
+        the 7.7 s a year's events took to store, under cProfile). A planned row's event gives only its step key;
+        its status, run and partition are the row's own."""
         planned = check.inst(check.not_none(event.dagster_event).event_specific_data, AssetCheckEvaluationPlanned)
         partition_keys = (planned.partitions_subset.get_partition_keys() if planned.partitions_subset
                           else [None])

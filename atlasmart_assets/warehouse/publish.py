@@ -228,9 +228,10 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
     then swap the extracts in. A window of more than one chunk (ATLASMART_CHUNK_DAYS days, or ATLASMART_CHUNK_LINES
     lines of its days, written or pointed at: retention drops about as many) has its staged and fact rows written
     ahead into the version store, so its commit moves the ledger's pointers (and the small mart) rather than rows,
-    and retention follows the commit; a window of one chunk (today's load) does all of it in the commit, one hold. `expected` is what the audit compared against:
-    if another publisher moved a partition since, nothing is published. `stored` (a rollback's): days whose rows
-    the version store holds already (-> the publication that stored them), pointed at rather than written.
+    and retention follows the commit; a window of one chunk (today's load) does all of it in the commit, one hold.
+    `expected` is what the audit compared against: if another publisher moved a partition since, nothing is
+    published. `stored` (a rollback's): days whose rows the version store holds already (-> the publication that
+    stored them), pointed at rather than written.
     `give_way` (a backfill's) is called before each hold of a long write, `on_chunk` (k, n, days, how many of them
     were written) after each chunk of the write ahead. `line_ids_as_of`: the ledger seq at which the candidate's
     line ids were searched among the published days (a correction's cross-day audit); the commit refuses if a day
