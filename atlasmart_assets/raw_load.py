@@ -127,16 +127,13 @@ def _parse(wh: Warehouse, scope: RunScope, threads: int | None,
         con.close()
 
 
-def _profile(wh: Warehouse, scope: RunScope, threads: int | None, files: list[RawFile], progress: Progress,
+def _profile(wh: Warehouse, scope: RunScope, threads: int | None, files: list[RawFile],
              elsewhere: raw_files.Measures) -> tuple[dict[str, dict[str, Any]], list[Finding]]:
     """The window's records in the run's scratch profiled and merged (no warehouse hold), with the measures of the
     days profiled in place (`elsewhere`)."""
     con = wh.open_scratch(scope.run.run_id, threads)
     try:
-        figures, findings = raw_files.profile(con, files, elsewhere)
-        progress.done("profile", f"{sum(int(f['records']) for f in figures.values()):,} records, "
-                                 f"{len(findings)} finding(s)")
-        return figures, findings
+        return raw_files.profile(con, files, elsewhere)
     finally:
         con.close()
 
@@ -176,7 +173,8 @@ def short_reads(wh: Warehouse, con: duckdb.DuckDBPyConnection, days: list[str], 
 
 
 def _read_loaded_lines(con: duckdb.DuckDBPyConnection, part: list[str]) -> None:
-    con.execute(sql.text("raw_lines_loaded"), Window.of(part[0], part[-1]).params)
+    con.execute(sql.text("raw_lines_loaded"), {**Window.of(part[0], part[-1]).params,
+                                              "days": [dt.date.fromisoformat(d) for d in part]})
 
 
 def read_back(wh: Warehouse, run_id: str, days: list[str], stats: LockStats, give_way: GiveWay | None,
@@ -408,13 +406,17 @@ def _load(wh: Warehouse, scope: RunScope, threads: int | None, log: Callable[[st
                            + (f" ({len(in_place)} day(s) of them read where they are loaded, not copied)"
                               if in_place else ""))
     elsewhere = profile_in_place(wh, run_id, files, in_place, stats, give_way)
-    figures, findings = scratch_work.run(lambda: _profile(wh, scope, threads, files, progress, elsewhere), log=log)
-    progress.finished("profile")  # logged by the child's copy when the work ran in a child
+    figures, findings = scratch_work.run(lambda: _profile(wh, scope, threads, files, elsewhere), log=log)
     findings += _immutability(files, first_seen)
     audits = _audits(findings, files)
+    # Said here, not in the child that profiled: only this process knows how long the child stood paused beside
+    # today's load (said apart, not extrapolated), and whether an audit refuses (then no estimate of an append).
+    profiled = f"{sum(int(f['records']) for f in figures.values()):,} records, {len(findings)} finding(s)"
     if any(a.blocks for a in audits):
-        progress.end("profile", f"refused by {', '.join(a.check for a in audits if a.blocks)}; nothing appended")
+        progress.end("profile", f"{profiled}: refused by {', '.join(a.check for a in audits if a.blocks)}; "
+                                "nothing appended")
         return RawLoad(audits, files, figures, [], stats)
+    progress.done("profile", profiled)
     # Each chunk of days is its own short transaction (rows and batch records together), so a year's first load
     # never holds the warehouse for long; a crash between chunks leaves whole batches, and the next run loads the rest.
     days, lines = sorted({f.partition for f in to_load}), file_lines(to_load)

@@ -97,8 +97,10 @@ def _rollback(wh: Warehouse, start: str, end: str | None, reason: str, run_id: s
     scratch = wh.scratch_path(run_id)
 
     def written(k: int, n: int, part: Window, changed: int) -> None:
+        # A restored day's rows are in the store already (`changed` counts days written): most chunks write none.
         progress.part("publish", k / (n + 1), f"chunk {k}/{n} ({part}) written ahead, {changed} day(s)" if changed
-                      else f"chunk {k}/{n} ({part}): no day changed, no line written")
+                      else f"chunk {k}/{n} ({part}): {len(part.keys)} day(s) pointed at the version store, no line "
+                           "written")
 
     try:
         after, restored, now, stored = restore_candidates(wh, scratch, window, chosen, give_way)

@@ -238,7 +238,7 @@ def test_mutated_raw_fails_loudly(env, instance, published) -> None:
     assert state.snapshot(env) == before
     # The run's log ends the step's progress with the refusal, not with an estimate of work that will not happen.
     [last] = [e.user_message for e in instance.all_logs(result.run_id) if e.user_message.startswith("raw ")
-              and "] profile: refused" in e.user_message]
+              and "] profile:" in e.user_message and "refused by" in e.user_message]
     assert "raw_order_lines_sha256_unchanged" in last and last.endswith("ended"), last
 
 

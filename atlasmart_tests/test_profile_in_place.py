@@ -119,6 +119,27 @@ def test_a_deletion_request_copies_and_builds_the_days_holding_its_subject(env, 
     assert _rederived(instance, env) == published
 
 
+def test_days_read_where_they_are_loaded_between_two_late_batches_are_not_copied_with_them(env, instance,
+                                                                                          copied) -> None:
+    """The raw step copies the days of two late batches in one chunk (2026-09-02 and 09-06); the loaded days between
+    them stay where they are. A deletion request whose subject is on such a day then copies that day once, for its
+    build: before, the chunk's read took every reused batch of its span (09-02..09-06), the request's day was
+    copied again, and its doubled lines refused the run ("the warehouse's copy of its lines differs")."""
+    _run(instance, BF)
+    for day in (2, 6):
+        generate.late_delta(env.raw_dir, dt.date(2026, 9, day), f"B-2026-09-0{day}-02", new=1, restate=0, retract=0)
+    subject, holding = customer_and_days(env.raw_dir, DAYS, "2026-09-04")
+    assert "2026-09-04" in holding
+    deletion_request(env.raw_dir, "DR-0101", "erasure request", customer_id=subject)
+    copied.clear()
+    applied = _run(instance, {**BF, "dagster/backfill": "bf-late-erase"})
+    assert copied[0] == ["2026-09-02", "2026-09-06"], copied
+    assert "(8 day(s) of them read where they are loaded, not copied)" in _line(instance, applied, "parse")
+    assert state.table_rows(env, "fact.fct_order_lines", f"customer_id = '{subject}'") == []
+    published = state.content(env)
+    assert _rederived(instance, env) == published
+
+
 def test_a_new_dimension_version_copies_every_day_in_its_raw_step(env, instance, copied) -> None:
     """No day can be kept under a new dimension version: the raw step copies every loaded day for the build rather
     than profile it in place and have the correction read it again."""

@@ -3,7 +3,9 @@ waits for the warehouse, hostile names and configs, the published checks' fallba
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -14,7 +16,8 @@ import dagster as dg
 import duckdb
 import pytest
 
-from atlasmart_assets import candidates, correction, progress as progress_mod, reference, waiting
+from atlasmart_assets import (capacity, candidates, correction, generate, pausable, progress as progress_mod, reference,
+                              waiting)
 from atlasmart_assets.checks import published as published_mod
 from atlasmart_assets.definitions import defs
 from atlasmart_assets.lab import run_chain
@@ -278,3 +281,69 @@ def test_the_published_checks_locked_out_say_they_read_nothing(env, instance, mo
         holder.wait()
     lines = _lines(instance, result.run_id, "published checks")
     assert "read: not read: the warehouse was held by another process; 2 check(s) not evaluated" in lines[0], lines
+
+
+def _waited(line: str) -> float:
+    found = re.search(r"of which ([\d.]+) s waiting", line)
+    return float(found.group(1)) if found else 0.0
+
+
+@pytest.mark.skipif(not pausable.AVAILABLE, reason="the scratch work is paused in a child process on Linux only")
+def test_the_raw_profile_paused_beside_todays_load_says_its_pause_apart(env, instance, monkeypatch) -> None:
+    """The raw step's profile is scratch work in a child that stands paused while today's load runs. Its line says
+    the pause apart and leaves it out of the estimate, as the append's does. Before, the child wrote the line with
+    the pauses as it knew them when it was forked: `3.6 s so far, about 3 s to go` with a second left."""
+    busy_until = [0.0]
+    calls = [0]
+    real = capacity.Lowered.run
+
+    def run(self, work, log=None):  # noqa: ANN001, ANN202
+        calls[0] += 1
+        if calls[0] == 2:  # the raw step's profile (the parse is the first)
+            busy_until[0] = time.monotonic() + 3.0
+        return real(self, work, log)
+
+    monkeypatch.setattr(capacity.Lowered, "run", run)
+    monkeypatch.setattr(capacity, "current_lane_active", lambda *a, **k: time.monotonic() < busy_until[0])
+    result = run_chain(instance, *HISTORY, {"dagster/backfill": "bf-paused-profile"})
+    assert result.success
+    raw = _lines(instance, result.run_id, "raw")
+    [profile] = [line for line in raw if "] profile:" in line]
+    assert _waited(profile) >= 2.5, raw
+    elapsed = float(re.search(r"; ([\d.]+) s so far", profile).group(1))
+    ahead = float(re.search(r"about (\d+) s to go", profile).group(1))
+    assert ahead <= elapsed - _waited(profile) + 1, profile  # the pause is not extrapolated as work
+
+
+def test_a_refused_raw_step_says_its_profile_once_with_no_estimate(env, instance) -> None:
+    """A raw audit that refuses ends the profile's line: its counts, the refusal and `ended`, with no estimate of an
+    append that will not happen before it (before: `2 finding(s); about 1 s to go`, then the refusal)."""
+    path = env.raw_dir / "partition=2026-09-10.json"
+    doc = json.loads(path.read_text())
+    doc["lines"][0]["quantity"] = -1
+    path.write_text(json.dumps(doc))
+    result = run_chain(instance, *HISTORY, {"dagster/backfill": "bf-refused-raw"})
+    assert not result.success
+    raw = _lines(instance, result.run_id, "raw")
+    [profile] = [line for line in raw if "] profile:" in line]
+    assert profile == raw[-1] and profile.endswith("ended"), raw
+    refused = r"profile: [\d,]+ records, \d+ finding\(s\): refused by [a-z_, ]*raw_order_lines_values_valid"
+    assert re.search(refused, profile), profile
+
+
+def test_a_rollbacks_chunk_lines_say_its_days_are_pointed_at_not_unchanged(env, instance, monkeypatch) -> None:
+    """A rollback writes no line: each chunk points its days at the versions the store holds. Its chunk lines said
+    `no day changed`, and then its publish line that a day in them changed."""
+    monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "5")
+    assert run_chain(instance, *HISTORY, {"dagster/backfill": "bf-1"}).success
+    generate.late_delta(env.raw_dir, dt.date(2026, 9, 3), "B-2026-09-03-02", new=2, restate=1, retract=0)
+    assert run_chain(instance, *HISTORY, {"dagster/backfill": "bf-2"}).success
+    result = _rollback(instance, {"start": HISTORY[0], "end": HISTORY[1], "reason": "undo bf-2"})
+    assert result.success
+    lines = _lines(instance, result.run_id, "rollback")
+    [published] = [line for line in lines if "] publish: publication" in line]
+    assert ", 1 of them to other content" in published, published
+    chunks = [line for line in lines if "] publish: chunk" in line]
+    assert len(chunks) == 4 and not any("no day changed" in line for line in chunks), chunks
+    assert "chunk 1/4 (2026-09-01..2026-09-05): 5 day(s) pointed at the version store, no line written" \
+        in chunks[0], chunks

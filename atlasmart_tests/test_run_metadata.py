@@ -361,7 +361,7 @@ def test_a_long_backfill_gives_way_before_each_warehouse_hold(env, instance, mon
     assert raw_events and raw_events[-1].endswith("done"), raw_events
     assert [m.split("chunk ")[1][:3] for m in written] == ["1/4", "2/4", "3/4", "4/4"], written
     assert "(2026-09-01..2026-09-05)" in written[0] and all("to go" in m for m in written), written
-    # The profile ran in the paused child process: its progress line still reached the run's log.
+    # The profile ran in the paused child process: the step says it, once the child has answered.
     assert any("[2/4] profile:" in m for m in logs), logs
     if pausable.AVAILABLE:
         for key in (["raw", "order_lines"], ["fact", "fct_order_lines"]):
