@@ -14,6 +14,7 @@ from atlasmart_assets.alerts.format import failing_partitions, figure_lines
 from atlasmart_assets.assets.common import REFUSAL_MAX_BYTES, check_result, refuse
 from atlasmart_assets.event_budget import FIGURES_MAX_BYTES, OMITTED, bounded_figures, cut_text, encoded_size
 from atlasmart_assets.lab import run_chain
+from atlasmart_tests import state
 
 EVENT_MAX_BYTES = 64 * 1024
 YEAR = [(dt.date(2025, 9, 22) + dt.timedelta(days=k)).isoformat() for k in range(365)]
@@ -132,6 +133,22 @@ def test_a_hostile_non_ascii_line_id_refuses_the_run_in_events_under_64_kib(env,
     assert "注注注" in refused[0].dagster_event.event_specific_data.description, "the line is named, cut"
     sizes = sorted(len(dg.serialize_value(e)) for e in events)
     assert sizes[-1] < EVENT_MAX_BYTES, sizes[-5:]
+
+
+@pytest.mark.parametrize("backfill_id", ["注" * 21_000, "b" * 60_000], ids=["cjk-21000", "ascii-60000"])
+def test_a_backfill_id_set_by_hand_is_cut_in_the_events_it_reaches(env, instance, backfill_id: str) -> None:
+    """The newest day's events carry the run's backfill id once: a 21,000-character one made them 130-151 KB
+    (found by a review). It is cut to 200 bytes as Dagster writes them; the run publishes as it would."""
+    result = run_chain(instance, "2026-09-01", "2026-09-05", {"dagster/backfill": backfill_id})
+    assert result.success
+    events = instance.all_logs(result.run_id)
+    assert max(len(dg.serialize_value(e)) for e in events) < EVENT_MAX_BYTES
+    for key in (["staged", "order_lines"], ["fact", "fct_order_lines"], ["mart", "revenue_daily"]):
+        [shown] = [r.asset_materialization.metadata["backfill_id"].value
+                   for r in instance.fetch_materializations(dg.AssetKey(key), limit=10).records
+                   if "backfill_id" in r.asset_materialization.metadata]
+        assert backfill_id.startswith(shown.split(" … (")[0]) and "more characters)" in shown
+        assert encoded_size(shown) <= 200
 
 
 def test_a_check_views_figures_show_markdown_from_raw_values_as_text() -> None:
