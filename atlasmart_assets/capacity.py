@@ -48,6 +48,9 @@ class GiveWay:
 
     instance: dg.DagsterInstance
     max_s: float
+    # Told when a wait begins and how it ended: a minute's wait would otherwise leave the run's log on a line that
+    # reads "about 1 s to go".
+    say: Callable[[str], None] | None = None
 
     def busy(self, unreadable: bool = False) -> bool:
         """Whether a current-lane run is queued or running; `unreadable` if the run storage cannot be read (locked
@@ -60,10 +63,20 @@ class GiveWay:
     def __call__(self) -> float:
         # Unreadable: ask again, as the pause and core watchers do; max_s still bounds the wait.
         started = time.monotonic()
+        said = False
         while time.monotonic() - started < self.max_s and self.busy(unreadable=True):
+            if not said and self.say is not None:
+                self.say(f"today's load is queued or running: the next warehouse hold waits until it ends (at most "
+                         f"{self.max_s:g} s)")
+                said = True
             time.sleep(POLL_S)
         waited = time.monotonic() - started
         waiting.count(waited)
+        if said and self.say is not None:
+            still = waited >= self.max_s and self.busy()
+            self.say(f"the next warehouse hold goes on after {waited:.1f} s: " +
+                     ("the most it waits; today's load is still queued or running" if still
+                      else "today's load has ended"))
         return waited
 
 
@@ -216,6 +229,7 @@ class Lowered:
     cores: int = 1
     max_pause_s: float = 0.0
     yielded: pausable.Pauses = field(default_factory=pausable.Pauses)
+    say: Callable[[str], None] | None = None  # told when the work is paused for today's load, and goes on
 
     def run(self, work: Callable[[], T], log: Callable[[str], None] | None = None) -> T:
         """`work()` lowered. Lines it logs through `pausable.relayed(log)` reach `log`, from a child too."""
@@ -240,7 +254,8 @@ class Lowered:
                 _pin_all_threads(kept if yielding else allowed, pid)
 
         return pausable.run(work, lambda: current_lane_active(instance, RUNNING), nice=self.nice,
-                            max_pause_s=self.max_pause_s, log=log, on_yield=pin, pauses=self.yielded)
+                            max_pause_s=self.max_pause_s, log=log, on_yield=pin, pauses=self.yielded,
+                            say=self.say, cores=self.cores)
 
 
 def yielded_s(lowered: Lowered | None) -> float:

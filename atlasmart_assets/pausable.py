@@ -98,11 +98,13 @@ def _child(work: Callable[[], T], out: Connection, parent: int, nice: int) -> No
 
 def run(work: Callable[[], T], busy: Callable[[], bool], *, nice: int = 0, max_pause_s: float = 60.0,
         watch_s: float = 0.25, log: Callable[[str], None] | None = None,
-        on_yield: Callable[[int, bool], None] | None = None, pauses: Pauses | None = None) -> T:
+        on_yield: Callable[[int, bool], None] | None = None, pauses: Pauses | None = None,
+        say: Callable[[str], None] | None = None, cores: int = 1) -> T:
     """`work()` in a forked child, `nice` steps lower in CPU priority, paused while `busy()` (checked every
     `watch_s`), for at most `max_pause_s` at a time: past that it goes on, and `on_yield(pid, True)` is called
     (at every watch while `busy()` holds; `on_yield(pid, False)` once it no longer does). Lines the work logs
-    through `relayed(...)` reach `log` here. Returns the work's result, or raises its exception."""
+    through `relayed(...)` reach `log` here. `say` is told when a pause begins and how it ended (`cores`: what
+    the work keeps past the cap). Returns the work's result, or raises its exception."""
     done = pauses or Pauses()
     reader, writer = Pipe(duplex=False)
     parent = os.getpid()
@@ -116,12 +118,15 @@ def run(work: Callable[[], T], busy: Callable[[], bool], *, nice: int = 0, max_p
     capped = in_period = False
     reaped = answered = False
 
-    def resume() -> None:
+    def resume(why: str | None = None) -> None:
         nonlocal paused_since
         if paused_since is not None:
             os.kill(pid, signal.SIGCONT)
-            done.paused_s += time.monotonic() - paused_since
+            stood = time.monotonic() - paused_since
+            done.paused_s += stood
             paused_since = None
+            if why is not None and say is not None:
+                say(f"the scratch work goes on after {stood:.1f} s paused: {why}")
 
     def unyield() -> None:
         nonlocal yielded_since
@@ -168,7 +173,7 @@ def run(work: Callable[[], T], busy: Callable[[], bool], *, nice: int = 0, max_p
                 now_busy = paused_since is not None or yielded_since is not None
             now = time.monotonic()
             if not now_busy:
-                resume()
+                resume("today's load has ended")
                 unyield()
                 capped = in_period = False
             elif paused_since is None and not capped:
@@ -176,8 +181,11 @@ def run(work: Callable[[], T], busy: Callable[[], bool], *, nice: int = 0, max_p
                 paused_since = now
                 if not in_period:
                     in_period, done.times = True, done.times + 1
+                    if say is not None:
+                        say(f"today's load is queued or running: the scratch work stands paused until it ends (at "
+                            f"most {max_pause_s:g} s)")
             elif paused_since is not None and now - paused_since >= max_pause_s:
-                resume()
+                resume(f"today's load is still queued or running; it keeps to {cores} core(s) until that ends")
                 capped = True
             if capped and now_busy and on_yield is not None:
                 yielded_since = yielded_since or now

@@ -313,6 +313,14 @@ def test_the_raw_profile_paused_beside_todays_load_says_its_pause_apart(env, ins
     elapsed = float(re.search(r"; ([\d.]+) s so far", profile).group(1))
     ahead = float(re.search(r"about (\d+) s to go", profile).group(1))
     assert ahead <= elapsed - _waited(profile) + 1, profile  # the pause is not extrapolated as work
+    # The pause is said as it begins and as it ends.
+    logs = [e.user_message for e in instance.all_logs(result.run_id) if e.user_message]
+    window = f"{HISTORY[0]}..{HISTORY[1]}"
+    begun = logs.index(f"{window}: today's load is queued or running: the scratch work stands paused until it ends "
+                       "(at most 60 s)")
+    [ended] = [n for n, m in enumerate(logs) if m.startswith(f"{window}: the scratch work goes on after ")
+               and m.endswith(" s paused: today's load has ended")]
+    assert begun < ended < logs.index(profile), logs
 
 
 def test_a_refused_raw_step_says_its_profile_once_with_no_estimate(env, instance) -> None:

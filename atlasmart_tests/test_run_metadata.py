@@ -363,9 +363,22 @@ def test_a_long_backfill_gives_way_before_each_warehouse_hold(env, instance, mon
     assert "(2026-09-01..2026-09-05)" in written[0] and all("to go" in m for m in written), written
     # The profile ran in the paused child process: the step says it, once the child has answered.
     assert any("[2/4] profile:" in m for m in logs), logs
+    # Each wait is said as it begins and as it ends, in the step's log: a wait of the default minute would otherwise
+    # leave it on a line that reads "about 1 s to go".
+    window = f"{HISTORY[0]}..{HISTORY[1]}"
+    held = [m for m in logs if m == f"{window}: today's load is queued or running: the next warehouse hold waits "
+                                     "until it ends (at most 0.2 s)"]
+    went_on = [m for m in logs if m.startswith(f"{window}: the next warehouse hold goes on after 0.")
+               and m.endswith(" s: the most it waits; today's load is still queued or running")]
+    assert len(held) == len(went_on) >= 4 + 5, (held, went_on)
     if pausable.AVAILABLE:
         for key in (["raw", "order_lines"], ["fact", "fct_order_lines"]):
             assert _newest_figures(instance, key)["scratch_paused_s"].value >= 0.2, key
+        paused = [m for m in logs if m == f"{window}: today's load is queued or running: the scratch work stands "
+                                          "paused until it ends (at most 0.2 s)"]
+        resumed = [m for m in logs if m.startswith(f"{window}: the scratch work goes on after 0.") and m.endswith(
+            " s paused: today's load is still queued or running; it keeps to 1 core(s) until that ends")]
+        assert len(paused) == len(resumed) >= 2, (paused, resumed)
     if MAY_YIELD_CORES:
         for key in (["raw", "order_lines"], ["fact", "fct_order_lines"]):
             assert _newest_figures(instance, key)["cores_yielded_s"].value > 0, key

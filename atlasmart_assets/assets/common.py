@@ -109,8 +109,11 @@ def step_capacity(context: dg.AssetExecutionContext, warehouse: Warehouse, scope
     niceness = capacity.niceness_of(lowered_by)
     context.log.info(f"{scope.window}: {len(scope.window.keys)} day(s), lane {scope.lane}, DuckDB threads "
                      f"{threads or 'all cores'}, CPU niceness of the scratch work {niceness}")
+    def say(line: str) -> None:
+        context.log.info(f"{scope.window}: {line}")
+
     return StepCapacity(
         threads, niceness,
-        capacity.Lowered(lowered_by, context.instance, cfg.backfill_threads, cfg.backfill_give_way_s) if backfill
-        else None,
-        capacity.GiveWay(context.instance, cfg.backfill_give_way_s) if backfill else None)
+        capacity.Lowered(lowered_by, context.instance, cfg.backfill_threads, cfg.backfill_give_way_s, say=say)
+        if backfill else None,
+        capacity.GiveWay(context.instance, cfg.backfill_give_way_s, say) if backfill else None)
