@@ -281,10 +281,10 @@ def release_window(wh: Warehouse, run_id: str, stats: LockStats | None = None) -
 
 
 def _evidence(wh: Warehouse, scope: RunScope, threads: int | None, ref: reference.Reference,
-              need_raw: bool) -> tuple[dict[str, candidates.Evidence], set[str], list[str]]:
+              need_raw: bool) -> tuple[dict[str, candidates.Evidence], dict[str, set[str]], list[str]]:
     """The evidence each day of the window reads (merged in scratch if the raw step did not), the days with a
-    record a deletion request names (no warehouse hold), and the days the raw step profiled where they are loaded
-    (their lines are not in the scratch; the caller finds their requested days there)."""
+    record a deletion request names, with those requests (no warehouse hold), and the days the raw step profiled
+    where they are loaded (their lines are not in the scratch; the caller finds their requested days there)."""
     con = wh.open_scratch(scope.run.run_id, threads)
     try:
         if need_raw:
@@ -319,7 +319,7 @@ def _build(wh: Warehouse, scope: RunScope, threads: int | None, ref: reference.R
 
 
 def _keep(wh: Warehouse, scope: RunScope, current: dict[str, Current], evidence: dict[str, candidates.Evidence],
-          requested: set[str], ref: reference.Reference, stats: LockStats, give_way: GiveWay | None,
+          requested: unchanged.Requested, ref: reference.Reference, stats: LockStats, give_way: GiveWay | None,
           adjusting: bool, read: dict[str, DayCandidate] | None) -> unchanged.Kept:
     """The days published again as they are (unchanged.py), and the days whose published rows differ from their
     ledger; none is kept when the run re-derives every day (its tag) or a test adjusts the staged candidate."""
@@ -365,8 +365,8 @@ def _build_line(scope: RunScope, built: list[str], new: list[str], kept: unchang
     if scope.run.rederive:
         line += "; every day built again (atlasmart/rederive)"
     if kept.days:
-        line += (f"; {len(kept.days)} kept as published (same evidence, dimension and release, no deletion "
-                 "request, published rows as their ledger says)")
+        line += (f"; {len(kept.days)} kept as published (same evidence, dimension, deletion requests and release, "
+                 "published rows as their ledger says)")
     if kept.differ:
         more = f" and {len(kept.differ) - 10} more" if len(kept.differ) > 10 else ""
         line += f"; built again, their published rows differing from their ledger: {', '.join(kept.differ[:10])}{more}"
@@ -423,7 +423,7 @@ def _correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool]
         # are taken at the run's own priority, so today's load never waits on a lowered holder.
         scratch_work = lowered or capacity.Lowered()
         evidence, requested, uncopied = scratch_work.run(lambda: _evidence(wh, scope, threads, ref, need_raw))
-        requested |= unchanged.requested_loaded_days(wh, run_id, ref.deletion_keys, uncopied, stats, give_way)
+        requested.update(unchanged.requested_loaded_days(wh, run_id, ref.deletion_keys, uncopied, stats, give_way))
         kept = _keep(wh, scope, current, evidence, requested, ref, stats, give_way, adjust_staged is not None, read)
         built = [d for d in scope.window.keys if d not in kept.days]
         lines = {d: int(evidence[d].target_controls[0]) for d in built if d in evidence}

@@ -1,8 +1,8 @@
-"""The days a correction need not build again. A day's current version was built by this release from the same
-landing batches and the same customer dimension, no deletion request names a record of its evidence, and its
-published rows and mart rows are still the ones its ledger row describes: building it again would give the same
-rows, controls and extract bytes. Such a day publishes its current version again as it is (a new ledger row, no
-line written); every other day of the window is built and audited."""
+"""The days a correction need not build again. A day's current version was built by this release from the same landing
+batches and the same customer dimension, it applied the deletion requests that name a record of its evidence now (none,
+for most days), and its published rows and mart rows are still the ones its ledger row describes: building it again
+would give the same rows, controls and extract bytes. Such a day publishes its current version again as it is (a new
+ledger row, no line written); every other day of the window is built and audited."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import contextlib
 import datetime as dt
 import json
 from dataclasses import dataclass, field
-from typing import Collection
+from typing import Any, Collection, Mapping
 
 import duckdb
 import pandas as pd
@@ -39,20 +39,26 @@ def _this_release(fingerprint: str | None) -> bool:
     return bool(fingerprint) and str(fingerprint).startswith(f"duckdb {duckdb.__version__}:")
 
 
+Requested = Mapping[str, Collection[str]]  # day -> the deletion requests naming a record of it
+
+
 def eligible(current: dict[str, Current], evidence: dict[str, candidates.Evidence], dimension_version: str | None,
-             code_version: str, requested: Collection[str], keys: Collection[str]) -> list[str]:
+             code_version: str, requested: Requested | None, keys: Collection[str]) -> list[str]:
     """The days of `keys` whose current version read what a build now would: the same landing batches (ordered
-    sha256s), customer dimension version and release, no deletion request applied then and none naming a record
-    of the day now (`requested`), and rows stored with a fingerprint of this DuckDB release to check them by. A
-    rolled-back day is never kept: the version it restored may have been built by another release than the
-    rollback's."""
+    sha256s), customer dimension version and release, the deletion requests it applied those that name a record of
+    the day now (`requested`; None: not looked at yet, as the raw step decides), and rows stored with a fingerprint
+    of this DuckDB release to check them by. A request is immutable once loaded (reference.py refuses one whose
+    bytes changed), so a day it was applied to stays as built; before, such a day was built again by every
+    correction for good (in the bench's year, where every customer buys every day, one erasure made every
+    re-publish a re-derive). A rolled-back day is never kept: the version it restored may have been built by
+    another release than the rollback's."""
     out = []
     for day in sorted(keys):
         now, ev = current.get(day), evidence.get(day)
         if (now is not None and ev is not None and _this_release(now.fingerprint) and now.stored_as
                 and now.kind == "publish" and now.code_version == code_version
                 and now.dimension_version == dimension_version and now.input_sha256 == ev.digest
-                and not now.requests_applied and day not in requested):
+                and (requested is None or set(requested.get(day, ())) == set(now.requests_applied))):
             out.append(day)
     return out
 
@@ -75,38 +81,47 @@ def keepable(wh: Warehouse, window: Window, files: list[raw_files.RawFile]) -> s
     for f in sorted(files, key=lambda f: (f.partition, f.high_sequence, f.batch_id)):
         batches.setdefault(f.partition, []).append({"batch": f.batch_id, "sha256": f.sha256})
     evidence = {day: candidates.Evidence(tuple(found), []) for day, found in batches.items()}
-    return set(eligible(current, evidence, version, contract.CODE_VERSION, (), window.keys))
+    return set(eligible(current, evidence, version, contract.CODE_VERSION, None, window.keys))
 
 
-def requested_days(con: duckdb.DuckDBPyConnection, deletion_keys: pd.DataFrame, window: Window) -> set[str]:
+def _by_day(rows: list[tuple[Any, ...]], into: dict[str, set[str]] | None = None) -> dict[str, set[str]]:
+    out = {} if into is None else into
+    for day, request_id in rows:
+        out.setdefault(day.isoformat(), set()).add(str(request_id))
+    return out
+
+
+def requested_days(con: duckdb.DuckDBPyConnection, deletion_keys: pd.DataFrame,
+                   window: Window) -> dict[str, set[str]]:
     """The days of the run's scratch evidence (candidate.raw_lines) with a record, winning or not, whose customer or
-    line id a deletion request names: such a day is always built (the build decides what the request takes out)."""
+    line id a deletion request names, with those requests: such a day is built unless its current version applied
+    them all (eligible)."""
     if deletion_keys.empty:
-        return set()
+        return {}
     con.register("requested_keys", deletion_keys)
     try:
         rows = con.execute(sql.text("requested_days").format(lines="candidate.raw_lines", days="true"),
                            window.params).fetchall()
     finally:
         con.unregister("requested_keys")
-    return {r[0].isoformat() for r in rows}
+    return _by_day(rows)
 
 
 def requested_loaded_days(wh: Warehouse, run_id: str, deletion_keys: pd.DataFrame, days: list[str],
-                          stats: LockStats, give_way: GiveWay | None) -> set[str]:
+                          stats: LockStats, give_way: GiveWay | None) -> dict[str, set[str]]:
     """requested_days for the days whose lines the raw step profiled where they are loaded (raw_load.UNCOPIED): read
     in raw.order_lines, a chunk of days per short read held as a read-back is (every line of such a day is one of
     its batches', each loaded whole from a byte-identical file)."""
     days = sorted(days)
     if deletion_keys.empty or not days:
-        return set()
-    found: set[str] = set()
+        return {}
+    found: dict[str, set[str]] = {}
     query = sql.text("requested_days").format(lines="w.raw.order_lines",
                                               days="lines.partition_date in (select unnest($days::date[]))")
 
     def read(con: duckdb.DuckDBPyConnection, part: list[str]) -> None:
         params = {**Window.of(part[0], part[-1]).params, "days": [dt.date.fromisoformat(d) for d in part]}
-        found.update(r[0].isoformat() for r in con.execute(query, params).fetchall())
+        _by_day(con.execute(query, params).fetchall(), found)
 
     con = wh.open_scratch(run_id)
     try:

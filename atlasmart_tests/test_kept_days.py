@@ -1,7 +1,7 @@
-"""A correction builds only the days whose inputs changed: a day whose current version this release built from the
-same landing batches and customer dimension, with no deletion request naming its evidence, and whose published rows
-are still what its ledger row says, publishes that version again as it is. Whatever a day keeps, the result is the
-one a build of every day gives (atlasmart/rederive)."""
+"""A correction builds only the days whose inputs changed: a day whose current version this release built from the same
+landing batches and customer dimension, applying the deletion requests that name its evidence, and whose published rows
+are still what its ledger row says, publishes that version again as it is. Whatever a day keeps, the result is the one a
+build of every day gives (atlasmart/rederive)."""
 
 import datetime as dt
 import json
@@ -116,11 +116,19 @@ def test_a_deletion_request_builds_the_days_holding_its_subject(env, instance) -
     assert state.table_rows(env, "fact.fct_order_lines", f"customer_id = '{subject}'") == []
     for day in holding:
         assert extracts.read(env, day)["input"]["requests_applied"] == ["DR-0100"], day
-    # Applied, the request keeps those days built (their current version applied one), and nothing moves.
+    # Applied, the request keeps those days as published: the next correction builds none of them (before, every
+    # later correction built them again), and gives what building every day gives.
     content = state.content(env)
     again = _run(instance, {**BF, "dagster/backfill": "bf-erase-again"})
-    assert f"candidates for {len(holding)} day(s) of 10" in _build_line(instance, again)
+    assert "candidates for 0 day(s) of 10, 0 with new evidence; 10 kept as published" in \
+        _build_line(instance, again), _build_line(instance, again)
     assert state.content(env) == content
+    _run(instance, REDERIVE)
+    assert state.content(env) == content
+    # A second request naming the same subject builds those days again (their versions did not apply it).
+    deletion_request(env.raw_dir, "DR-0101", "erasure request, again", customer_id=subject)
+    second = _run(instance, {**BF, "dagster/backfill": "bf-erase-second"})
+    assert f"candidates for {len(holding)} day(s) of 10" in _build_line(instance, second)
 
 
 def test_a_new_dimension_version_or_release_builds_every_day(env, instance, monkeypatch) -> None:
@@ -171,12 +179,31 @@ def test_a_day_is_kept_only_when_every_input_is_the_one_its_version_read(change,
     ev = Evidence(({"batch": "B-1", "sha256": "a" * 64, "source_high_sequence": 1, "kind": "snapshot",
                     "extracted_at": None},), [1, 1, 1, 1, 1, 0])
     now = _current("2026-09-01", **{"input_sha256": ev.digest, **change})
-    assert unchanged.eligible({"2026-09-01": now}, {"2026-09-01": ev}, "dim-1", "code-1", set(),
+    assert unchanged.eligible({"2026-09-01": now}, {"2026-09-01": ev}, "dim-1", "code-1", {},
                               ["2026-09-01"]) == (["2026-09-01"] if kept else [])
-    assert unchanged.eligible({"2026-09-01": now}, {"2026-09-01": ev}, "dim-1", "code-1", {"2026-09-01"},
-                              ["2026-09-01"]) == [], "a deletion request names a record of the day"
-    assert unchanged.eligible({}, {"2026-09-01": ev}, "dim-1", "code-1", set(), ["2026-09-01"]) == [], \
+    assert unchanged.eligible({"2026-09-01": now}, {"2026-09-01": ev}, "dim-1", "code-1", {"2026-09-01": {"DR-2"}},
+                              ["2026-09-01"]) == [], "a deletion request its version did not apply names a record"
+    assert unchanged.eligible({}, {"2026-09-01": ev}, "dim-1", "code-1", {}, ["2026-09-01"]) == [], \
         "never published"
+
+
+@pytest.mark.parametrize("applied, named, kept", [
+    ((), {}, True),
+    (("DR-1",), {"DR-1"}, True),
+    (("DR-1", "DR-2"), {"DR-2", "DR-1"}, True),
+    (("DR-1",), {"DR-1", "DR-2"}, False),
+    (("DR-1",), set(), False),
+    ((), {"DR-1"}, False),
+])
+def test_a_day_is_kept_only_when_its_version_applied_the_requests_that_name_it_now(applied, named, kept) -> None:
+    ev = Evidence(({"batch": "B-1", "sha256": "a" * 64, "source_high_sequence": 1, "kind": "snapshot",
+                    "extracted_at": None},), [1, 1, 1, 1, 1, 0])
+    now = _current("2026-09-01", input_sha256=ev.digest, requests_applied=applied)
+    requested = {"2026-09-01": named} if named else {}
+    assert unchanged.eligible({"2026-09-01": now}, {"2026-09-01": ev}, "dim-1", "code-1", requested,
+                              ["2026-09-01"]) == (["2026-09-01"] if kept else [])
+    assert unchanged.eligible({"2026-09-01": now}, {"2026-09-01": ev}, "dim-1", "code-1", None,
+                              ["2026-09-01"]) == ["2026-09-01"], "the raw step, before requests are looked at"
 
 
 def test_a_kept_day_the_publish_would_not_point_at_its_stored_rows_publishes_nothing(env, instance,

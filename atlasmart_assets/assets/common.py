@@ -3,6 +3,7 @@ how much of the machine a step takes."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -100,6 +101,16 @@ class StepCapacity:
     give_way: capacity.GiveWay | None
 
 
+def window_log(context: dg.AssetExecutionContext | dg.AssetCheckExecutionContext,
+               scope: RunScope) -> Callable[[str], None]:
+    """A line about the step's window for its log, as a wait for today's load says it begins and ends. A line that
+    cannot be logged is dropped: it must not fail the wait, nor leave the scratch work paused."""
+    def say(line: str) -> None:
+        with contextlib.suppress(Exception):
+            context.log.info(f"{scope.window}: {line}")
+    return say
+
+
 def step_capacity(context: dg.AssetExecutionContext, warehouse: Warehouse, scope: RunScope) -> StepCapacity:
     """The step's capacity, logged once at its start."""
     cfg = warehouse.settings
@@ -109,9 +120,7 @@ def step_capacity(context: dg.AssetExecutionContext, warehouse: Warehouse, scope
     niceness = capacity.niceness_of(lowered_by)
     context.log.info(f"{scope.window}: {len(scope.window.keys)} day(s), lane {scope.lane}, DuckDB threads "
                      f"{threads or 'all cores'}, CPU niceness of the scratch work {niceness}")
-    def say(line: str) -> None:
-        context.log.info(f"{scope.window}: {line}")
-
+    say = window_log(context, scope)
     return StepCapacity(
         threads, niceness,
         capacity.Lowered(lowered_by, context.instance, cfg.backfill_threads, cfg.backfill_give_way_s, say=say)

@@ -7,7 +7,7 @@ import dagster as dg
 import duckdb
 
 from atlasmart_assets import candidates, capacity, raw_load, reference, sql, stale
-from atlasmart_assets.assets.common import check_result
+from atlasmart_assets.assets.common import check_result, window_log
 from atlasmart_assets.audits import ERROR, WARN, Audit, controls_match, unique_keys
 from atlasmart_assets.contract import FCT_ORDER_LINES, REVENUE_DAILY
 from atlasmart_assets.partitions import daily_partitions
@@ -27,8 +27,7 @@ def _window(context: dg.AssetCheckExecutionContext, wh: Warehouse) -> tuple[Wind
     backfill's give-way to today's load."""
     keys = daily_partitions.get_partition_keys()
     scope = scope_of(context.run.run_id, context.run.tags, [keys[0], keys[-1]])
-    give_way = (capacity.GiveWay(context.instance, wh.settings.backfill_give_way_s,
-                                 lambda line: context.log.info(f"{scope.window}: {line}"))
+    give_way = (capacity.GiveWay(context.instance, wh.settings.backfill_give_way_s, window_log(context, scope))
                 if scope.is_backfill else None)
     return scope.window, give_way
 
