@@ -19,6 +19,19 @@ RANGE_END_TAG = "dagster/asset_partition_range_end"
 PRIORITY_TAG = "dagster/priority"
 USER_TAGS = ("dagster/user", "user", "atlasmart/requested_by")
 
+# The UI's backfill ids are 8 characters; one set by hand in the tag may be any length. Where an id is shown (a
+# refusal, a check's description, a Slack message) it is cut here: a 60,000-character one made a fenced run's events
+# 187 KB.
+SHOWN_ID_CHARS = 64
+
+
+def shown_id(value: str) -> str:
+    """`value` as shown to a person: whole up to SHOWN_ID_CHARS, else its start and how many characters were cut."""
+    if len(value) <= SHOWN_ID_CHARS:
+        return value
+    return f"{value[:SHOWN_ID_CHARS]}… ({len(value) - SHOWN_ID_CHARS:,} more characters)"
+
+
 # Tags an operator (or the schedule) sets.
 REASON_TAG = "atlasmart/reason"
 FENCE_OVERRIDE_TAG = "atlasmart/fence_override"

@@ -22,6 +22,7 @@ from atlasmart_assets.contract import (
     RANGE_START_TAG,
     REASON_TAG,
     USER_TAGS,
+    shown_id,
 )
 from atlasmart_assets.window import Window
 
@@ -83,7 +84,7 @@ def fence_refusal(window: Window, backfill_id: str | None, override: str | None,
         return None
     if backfill_id is None and window.start.isoformat() == newest:
         return None
-    what = f"backfill {backfill_id}" if backfill_id is not None else "ranged run"
+    what = f"backfill {shown_id(backfill_id)}" if backfill_id is not None else "ranged run"
     return (f"Refused: {what} over {window} includes {newest}, the newest partition, which the current lane "
             f"(daily schedule) owns. Nothing was written. Backfill up to the day before {newest}, or, deliberately, "
             f"relaunch with the tag {FENCE_OVERRIDE_TAG}=<reason> (recorded in the ledger).")

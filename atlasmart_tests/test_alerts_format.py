@@ -236,6 +236,27 @@ def test_hostile_values_cannot_ping_or_forge_a_status_line(build) -> None:  # no
     assert "&lt;!channel&gt; urgent *Correction published* fake line" in _shown(messages)
 
 
+LONG_ID = "bf-" + "x" * 60_000
+
+
+@pytest.mark.parametrize("build", [
+    lambda: fmt.backfill_started(fmt.Backfill(LONG_ID, "2026-09-14", ["a/b"], "r", None, {}), LINKS, "v"),
+    lambda: fmt.backfill_failed(fmt.Backfill(LONG_ID, "2026-09-14", ["a/b"], "r", None, {}), "FAILURE", LINKS),
+    lambda: fmt.backfill_published(fmt.Backfill(LONG_ID, "2026-09-14", ["a/b"], "r", None, {}), CHANGES, NEIGHBOURS,
+                                   "/n/x.md", "a/b", LINKS),
+    lambda: fmt.rolled_back("r", "why", CHANGES, [LONG_ID], "a/b", LINKS),
+    lambda: fmt.check_failure(fmt.CheckFailure("a/b", "c", "ERROR", True, [], "", "d", {}, "r", LONG_ID), LINKS),
+], ids=["started", "failed", "published", "rolled-back", "check"])
+def test_a_backfill_id_set_by_hand_is_shown_cut_and_unlinked_in_valid_messages(build) -> None:  # noqa: ANN001
+    """The dagster/backfill tag is anyone's to set: a 60,000-character id took a section past Slack's 3,000
+    characters (and its URL with it). It is shown cut (contract.shown_id), with no link."""
+    messages = build()
+    _valid(messages)
+    shown = _shown(messages)
+    assert LONG_ID not in shown and "bf-" + "x" * 61 + "… (59,939 more characters)" in shown
+    assert "/runs/b/bf-xxx" not in shown
+
+
 @pytest.mark.parametrize("given", ["http://127.0.0.1:9/api", "http://127.0.0.1:9/api/", "http://127.0.0.1:9",
                                    "http://127.0.0.1:9/"])
 def test_slack_base_url_accepted_with_or_without_api(given: str) -> None:

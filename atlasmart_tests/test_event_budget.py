@@ -12,6 +12,7 @@ import pytest
 from atlasmart_assets import audits, generate
 from atlasmart_assets.alerts.format import failing_partitions, figure_lines
 from atlasmart_assets.assets.common import REFUSAL_MAX_BYTES, check_result, refuse
+from atlasmart_assets.contract import shown_id
 from atlasmart_assets.event_budget import FIGURES_MAX_BYTES, OMITTED, bounded_figures, cut_text, encoded_size
 from atlasmart_assets.lab import run_chain
 from atlasmart_tests import state
@@ -138,7 +139,7 @@ def test_a_hostile_non_ascii_line_id_refuses_the_run_in_events_under_64_kib(env,
 @pytest.mark.parametrize("backfill_id", ["注" * 21_000, "b" * 60_000], ids=["cjk-21000", "ascii-60000"])
 def test_a_backfill_id_set_by_hand_is_cut_in_the_events_it_reaches(env, instance, backfill_id: str) -> None:
     """The newest day's events carry the run's backfill id once: a 21,000-character one made them 130-151 KB
-    (found by a review). It is cut to 200 bytes as Dagster writes them; the run publishes as it would."""
+    (found by a review). It is shown cut (contract.shown_id); the run publishes as it would."""
     result = run_chain(instance, "2026-09-01", "2026-09-05", {"dagster/backfill": backfill_id})
     assert result.success
     events = instance.all_logs(result.run_id)
@@ -147,8 +148,17 @@ def test_a_backfill_id_set_by_hand_is_cut_in_the_events_it_reaches(env, instance
         [shown] = [r.asset_materialization.metadata["backfill_id"].value
                    for r in instance.fetch_materializations(dg.AssetKey(key), limit=10).records
                    if "backfill_id" in r.asset_materialization.metadata]
-        assert backfill_id.startswith(shown.split(" … (")[0]) and "more characters)" in shown
-        assert encoded_size(shown) <= 200
+        assert shown == shown_id(backfill_id) and backfill_id.startswith(shown.split("… (")[0]), shown
+        assert shown.endswith(f"… ({len(backfill_id) - 64:,} more characters)"), shown
+
+
+def test_a_fenced_backfill_with_an_id_set_by_hand_is_refused_in_small_events(env, instance) -> None:
+    """The fence's refusal names the backfill: a 60,000-character id made its events 124-187 KB (found by a review)."""
+    backfill_id = "bf-" + "x" * 60_000
+    result = run_chain(instance, "2026-09-20", "2026-09-21", {"dagster/backfill": backfill_id})
+    assert not result.success
+    assert max(len(dg.serialize_value(e)) for e in instance.all_logs(result.run_id)) < 16 * 1024
+    assert any(shown_id(backfill_id) in c for c in state.failure_causes(result)), state.failure_causes(result)
 
 
 def test_a_check_views_figures_show_markdown_from_raw_values_as_text() -> None:

@@ -17,6 +17,7 @@ from decimal import Decimal
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from atlasmart_assets.contract import SHOWN_ID_CHARS, shown_id
 from atlasmart_assets.extracts import CONTROL_NAMES
 
 SECTION_CHARS = 3000
@@ -178,6 +179,19 @@ def link(url: str, label: str) -> str:
     """A Slack link; the label is one escaped line (a tag's newline cannot start a line of its own), the URL
     carries no `<`, `>` or `|` (its parts are percent-encoded)."""
     return f"<{url}|{one_line(label)}>"
+
+
+def backfill_link(links: Links, backfill_id: str) -> str:
+    """A backfill's id linked to its page; an id set by hand past SHOWN_ID_CHARS is shown cut, with no link (its URL
+    would take a section past Slack's 3,000 characters)."""
+    if len(backfill_id) > SHOWN_ID_CHARS:
+        return one_line(shown_id(backfill_id))
+    return link(links.backfill(backfill_id), backfill_id)
+
+
+def backfill_url(links: Links, backfill_id: str) -> str:
+    """A plain-text message's address of a backfill's page, or its id cut (as backfill_link)."""
+    return one_line(shown_id(backfill_id)) if len(backfill_id) > SHOWN_ID_CHARS else links.backfill(backfill_id)
 
 
 # --- values ---------------------------------------------------------------------------------------------------
@@ -460,7 +474,7 @@ def check_failure(f: CheckFailure, links: Links) -> list[Message]:
     pairs = [("Failing partition(s)", _days_linked(f.failing, f.asset, links) or esc(f.window or "unpartitioned")),
              ("Run window", esc(f.window or "unpartitioned")), ("Run", link(links.run(f.run_id), f.run_id[:8]))]
     if f.backfill_id:
-        pairs.append(("Backfill", link(links.backfill(f.backfill_id), f.backfill_id)))
+        pairs.append(("Backfill", backfill_link(links, f.backfill_id)))
     blocks: list[Block] = [_section(head), *_fields(pairs)]
     if what:
         blocks += _sections([f"*What:* {what}"])
@@ -481,7 +495,7 @@ def run_failure(f: RunFailure, links: Links) -> list[Message]:
     pairs = [("Failing partition(s)", failing or esc(f.window or "none")), ("Run window", esc(f.window or "none")),
              ("Run", link(links.run(f.run_id), f.run_id[:8]))]
     if f.backfill_id:
-        pairs.append(("Backfill", link(links.backfill(f.backfill_id), f.backfill_id)))
+        pairs.append(("Backfill", backfill_link(links, f.backfill_id)))
         pairs.append(("Reason", one_line(f.reason) if f.reason else NO_REASON))
     blocks: list[Block] = [_section(f":x: *Run failed* — {assets}{job}"), *_fields(pairs)]
     for e in f.errors:
@@ -505,7 +519,7 @@ def _backfill_pairs(b: Backfill) -> list[tuple[str, str]]:
 
 
 def _backfill_link(b: Backfill, links: Links) -> str:
-    return "backfill " + link(links.backfill(b.backfill_id), b.backfill_id)
+    return "backfill " + backfill_link(links, b.backfill_id)
 
 
 def backfill_started(b: Backfill, links: Links, readers_view: str) -> list[Message]:
@@ -513,7 +527,7 @@ def backfill_started(b: Backfill, links: Links, readers_view: str) -> list[Messa
     blocks = [_section(head), *_fields(_backfill_pairs(b)),
               *_context([f"Readers see `correction_in_progress` on `{esc(readers_view)}` for these days until it "
                          "publishes. Follow-ups of this backfill are replies in this thread."])]
-    fallback = [f"Correction in progress — backfill {one_line(b.backfill_id)} over {esc(b.window)}",
+    fallback = [f"Correction in progress — backfill {one_line(shown_id(b.backfill_id))} over {esc(b.window)}",
                 f"Reason: {one_line(b.reason) if b.reason else NO_REASON}",
                 f"Requested by: {requested_by(b.requested_by, b.reason)}"]
     return _messages(fallback, blocks)
@@ -535,8 +549,8 @@ def backfill_failed(b: Backfill, status: str, links: Links,
     pairs = [("Reason", one_line(b.reason) if b.reason else NO_REASON), ("Requested by", requested_by(b.requested_by, b.reason))]
     blocks = [_section(head), *_fields(pairs), *(_sections([f"*Runs:* {', '.join(runs)}"]) if runs else [])]
     fallback = [("Correction published, then failed" if published else "Correction failed") +
-                f" — backfill {one_line(b.backfill_id)} over {esc(b.window)} ended {esc(status)}",
-                f"Backfill: {links.backfill(b.backfill_id)}"]
+                f" — backfill {one_line(shown_id(b.backfill_id))} over {esc(b.window)} ended {esc(status)}",
+                f"Backfill: {backfill_url(links, b.backfill_id)}"]
     return _messages(fallback, blocks)
 
 
@@ -576,7 +590,7 @@ def backfill_published(b: Backfill, changes: Sequence[PartitionChange], neighbou
     same = [c.partition for c in changes if not c.changed]
     if not changes:
         head = f":white_check_mark: *Correction finished* — {_backfill_link(b, links)} over *{esc(b.window)}* published nothing"
-        return _messages([f"Correction finished — backfill {one_line(b.backfill_id)} published nothing"],
+        return _messages([f"Correction finished — backfill {one_line(shown_id(b.backfill_id))} published nothing"],
                          [_section(head), *_fields(_backfill_pairs(b)[1:3])])
     head = (f":white_check_mark: *Correction published* — {_backfill_link(b, links)} over *{esc(b.window)}*: "
             f"{len(changes)} partition(s) republished, content changed in {len(changed)}")
@@ -589,7 +603,7 @@ def backfill_published(b: Backfill, changes: Sequence[PartitionChange], neighbou
         blocks += _sections(["*Neighbouring partitions:* " + "; ".join(esc(_neighbour_text(n)) for n in neighbours)])
     if notice:
         blocks += _context([_notice_line(notice)])
-    fallback = [f"Correction published — backfill {one_line(b.backfill_id)} over {esc(b.window)}: {len(changes)} "
+    fallback = [f"Correction published — backfill {one_line(shown_id(b.backfill_id))} over {esc(b.window)}: {len(changes)} "
                 f"partition(s) republished, content changed in {len(changed)} "
                 f"({esc(short_window(c.partition for c in changed)) or 'none'})",
                 *([f"Change notice: {esc(notice)}"] if notice else [])]
@@ -599,7 +613,7 @@ def backfill_published(b: Backfill, changes: Sequence[PartitionChange], neighbou
 def rolled_back(run_id: str, reason: str | None, changes: Sequence[PartitionChange], undone: Sequence[str],
                 asset: str, links: Links, notice: str = "") -> list[Message]:
     window = short_window(c.partition for c in changes) or "nothing"
-    undone_text = ", ".join(link(links.backfill(b), b) for b in undone) or "an earlier publication"
+    undone_text = ", ".join(backfill_link(links, b) for b in undone) or "an earlier publication"
     head = (f":rewind: *Rolled back* {esc(window)} — undoes {undone_text}; the previous publication is current "
             "again")
     blocks: list[Block] = [_section(head), *_fields([("Reason", one_line(reason) if reason else NO_REASON),
@@ -663,7 +677,7 @@ def _limit(value: int | None) -> str:
 
 def saturation_incident(s: Saturation, links: Links) -> list[Message]:
     runs = sorted({b.run_id for b in s.breaches})
-    head = (f":rotating_light: *Current lane saturated* during backfill {link(links.backfill(s.backfill_id), s.backfill_id)}"
+    head = (f":rotating_light: *Current lane saturated* during backfill {backfill_link(links, s.backfill_id)}"
             f"{' over *' + esc(s.window) + '*' if s.window else ''}: {len(runs)} current-lane run(s) missed the "
             "objective while it ran")
     pairs = [("Backfill runs in progress", f"{s.backfill_runs_in_progress} (backfill lane limit "
@@ -678,10 +692,10 @@ def saturation_incident(s: Saturation, links: Links) -> list[Message]:
                                       "lists incidents per backfill). Cap the backfill lane (`dagster/backfill` limit "
                                       "in dagster.yaml) or run the backfill outside the current load's window; "
                                       "today's load is late while nothing fails."])]
-    fallback = [f"Current lane saturated during backfill {one_line(s.backfill_id)}"
+    fallback = [f"Current lane saturated during backfill {one_line(shown_id(s.backfill_id))}"
                 f"{' over ' + esc(s.window) if s.window else ''}: "
                 + "; ".join(breach_line(b) for b in s.breaches),
-                f"Backfill: {links.backfill(s.backfill_id)}"]
+                f"Backfill: {backfill_url(links, s.backfill_id)}"]
     return _messages(fallback, blocks)
 
 
@@ -714,7 +728,7 @@ def stale_flags(f: StaleFlag, view: str, asset: str, links: Links) -> list[Messa
              ("Flagged since", f"{esc(f.since)} ({_age(f.age_s)})"), ("Bound", f"{_age(f.bound_s)} "
                                                                         "(ATLASMART_FLAG_ALERT_AFTER_S)")]
     if f.backfill_id:
-        pairs.append(("Backfill", link(links.backfill(f.backfill_id), f.backfill_id)))
+        pairs.append(("Backfill", backfill_link(links, f.backfill_id)))
     pairs.append(("Reason", one_line(f.reason) if f.reason else NO_REASON))
     blocks: list[Block] = [_section(head), *_fields(pairs),
                            *_sections(["Nothing is correcting these days: readers see a correction in progress that is "

@@ -22,8 +22,7 @@ from atlasmart_assets.assets.common import (
 from atlasmart_assets.assets.raw import customers, raw_order_lines
 from atlasmart_assets.assets.schemas import FACT_SCHEMA, MART_SCHEMA, STAGED_SCHEMA
 from atlasmart_assets.change_chart import change_chart
-from atlasmart_assets.event_budget import cut_text
-from atlasmart_assets.contract import FCT_ORDER_LINES, OWNERS, REVENUE_DAILY, STAGED_ORDER_LINES
+from atlasmart_assets.contract import FCT_ORDER_LINES, OWNERS, REVENUE_DAILY, STAGED_ORDER_LINES, shown_id
 from atlasmart_assets.extracts import file_name
 from atlasmart_assets.notices import notice_path
 from atlasmart_assets.partitions import daily_partitions
@@ -31,10 +30,6 @@ from atlasmart_assets.progress import Progress
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunScope, scope_of_context
 from atlasmart_assets.warehouse.ledger import Publication
-
-# The id as an event shows it: the UI's are 8 characters, and one set by hand is cut (a 21,000-character id made the
-# newest day's three events 130-151 KB).
-BACKFILL_ID_MAX_BYTES = 200
 
 
 def _day_metadata(pub: Publication, day: str) -> dict[str, Any]:
@@ -126,7 +121,7 @@ def _correct_and_report(context: dg.AssetExecutionContext, warehouse: Warehouse,
     # MaterializeResult's metadata into every partition's event, which grows the event log with days x days.
     newest = max(pub.after)
     common = {"window": str(scope.window), "publication_id": pub.publication_id, "code_version": CODE_VERSION,
-              "backfill_id": cut_text(scope.run.backfill_id or "", BACKFILL_ID_MAX_BYTES), "changed_partitions": len(pub.changed),
+              "backfill_id": shown_id(scope.run.backfill_id or ""), "changed_partitions": len(pub.changed),
               "publish_lock_hold_s": round(pub.lock_hold_s, 3), "cpu_niceness": cap.niceness,
               "cores_yielded_s": capacity.yielded_s(cap.lowered),
               "scratch_paused_s": capacity.paused_s(cap.lowered), **outcome.stats.figures()}

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import dagster as dg
 
 from atlasmart_assets import partitions
-from atlasmart_assets.contract import BACKFILL_TAG, PRIORITY_TAG, REVENUE_DAILY
+from atlasmart_assets.contract import BACKFILL_TAG, PRIORITY_TAG, REVENUE_DAILY, shown_id
 from atlasmart_assets.resources import WAREHOUSE_KEY, Warehouse
 from atlasmart_assets.settings import DEADLINE_ENV, deadline_offset
 
@@ -143,9 +143,9 @@ def read(wh: Warehouse, backfills: Sequence[str] = (), timeout_s: float | None =
 
 
 def backfills_in_progress(instance: dg.DagsterInstance) -> list[str]:
-    """Backfills with a run queued or running now."""
+    """Backfills with a run queued or running now, their ids as a person is shown them (contract.shown_id)."""
     records = instance.get_run_records(dg.RunsFilter(statuses=_IN_PROGRESS), limit=500)
-    return sorted({r.dagster_run.tags[BACKFILL_TAG] for r in records if BACKFILL_TAG in r.dagster_run.tags})
+    return sorted({shown_id(r.dagster_run.tags[BACKFILL_TAG]) for r in records if BACKFILL_TAG in r.dagster_run.tags})
 
 
 @dg.asset_check(asset=dg.AssetKey(list(REVENUE_DAILY)), name=CHECK_NAME,
