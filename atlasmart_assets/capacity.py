@@ -60,24 +60,42 @@ class GiveWay:
         except Exception:  # noqa: BLE001 - the run storage unreadable for a moment: the caller's answer
             return unreadable
 
+    def _state(self) -> str:
+        """`busy`, `free`, or `unreadable` (the run storage could not be read for a moment)."""
+        try:
+            return "busy" if current_lane_active(self.instance, RUNNING) else "free"
+        except Exception:  # noqa: BLE001 - the run storage unreadable for a moment: said as such
+            return "unreadable"
+
     def __call__(self) -> float:
         # Unreadable: ask again, as the pause and core watchers do; max_s still bounds the wait.
         started = time.monotonic()
-        said = False
-        while time.monotonic() - started < self.max_s and self.busy(unreadable=True):
-            if not said and self.say is not None:
-                self.say(f"today's load is queued or running: the next warehouse hold waits until it ends (at most "
-                         f"{self.max_s:g} s)")
+        state, said = "free", False
+        while time.monotonic() - started < self.max_s:
+            state = self._state()
+            if state == "free":
+                break
+            if not said:
+                tell(self.say, "today's load is queued or running: the next warehouse hold waits until it ends (at "
+                               f"most {self.max_s:g} s)" if state == "busy" else "the run storage cannot be read: "
+                               f"the next warehouse hold waits until it can (at most {self.max_s:g} s)")
                 said = True
             time.sleep(POLL_S)
         waited = time.monotonic() - started
         waiting.count(waited)
-        if said and self.say is not None:
-            still = waited >= self.max_s and self.busy()
-            self.say(f"the next warehouse hold goes on after {waited:.1f} s: " +
-                     ("the most it waits; today's load is still queued or running" if still
-                      else "today's load has ended"))
+        if said:
+            tell(self.say, f"the next warehouse hold goes on after {waited:.1f} s: " + {
+                "free": "today's load has ended",
+                "busy": "the most it waits; today's load is still queued or running",
+                "unreadable": "the most it waits; the run storage still cannot be read"}[state])
         return waited
+
+
+def tell(say: Callable[[str], None] | None, line: str) -> None:
+    """`line` to `say`, if any: a line that cannot be logged must not fail a wait, nor leave work paused."""
+    if say is not None:
+        with contextlib.suppress(Exception):
+            say(line)
 
 
 def backfill_threads(instance: dg.DagsterInstance, capped: int) -> int | None:
@@ -253,9 +271,13 @@ class Lowered:
             if len(allowed) > self.cores:
                 _pin_all_threads(kept if yielding else allowed, pid)
 
+        def say(line: str) -> None:
+            tell(self.say, line)
+
         return pausable.run(work, lambda: current_lane_active(instance, RUNNING), nice=self.nice,
                             max_pause_s=self.max_pause_s, log=log, on_yield=pin, pauses=self.yielded,
-                            say=self.say, cores=self.cores)
+                            say=say if self.say is not None else None,
+                            cores=self.cores if len(allowed) > self.cores else None)
 
 
 def yielded_s(lowered: Lowered | None) -> float:

@@ -118,9 +118,11 @@ def _log_for(context: dg.OpExecutionContext) -> Callable[[str], None]:
 
 def _roll_back_and_report(context: dg.OpExecutionContext, config: RollbackConfig, warehouse: Warehouse,
                           progress: Progress) -> Iterator[dg.DagsterEvent | dg.Output]:
+    log = _log_for(context)
     pub = rollback_mod.rollback(warehouse, config.start, config.end, config.reason, context.run.run_id,
                                 config.to_publication, progress,
-                                capacity.GiveWay(context.instance, warehouse.settings.backfill_give_way_s))
+                                capacity.GiveWay(context.instance, warehouse.settings.backfill_give_way_s,
+                                                 lambda line: log(f"rollback: {line}")))
     context.log.info(f"rolled back {pub.window}: publication {pub.publication_id}, {len(pub.changed)} partition(s) "
                      f"changed: {short_window(pub.changed) or 'none'}")
     with warehouse.reader() as con:

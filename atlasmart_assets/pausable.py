@@ -99,12 +99,13 @@ def _child(work: Callable[[], T], out: Connection, parent: int, nice: int) -> No
 def run(work: Callable[[], T], busy: Callable[[], bool], *, nice: int = 0, max_pause_s: float = 60.0,
         watch_s: float = 0.25, log: Callable[[str], None] | None = None,
         on_yield: Callable[[int, bool], None] | None = None, pauses: Pauses | None = None,
-        say: Callable[[str], None] | None = None, cores: int = 1) -> T:
+        say: Callable[[str], None] | None = None, cores: int | None = None) -> T:
     """`work()` in a forked child, `nice` steps lower in CPU priority, paused while `busy()` (checked every
     `watch_s`), for at most `max_pause_s` at a time: past that it goes on, and `on_yield(pid, True)` is called
     (at every watch while `busy()` holds; `on_yield(pid, False)` once it no longer does). Lines the work logs
     through `relayed(...)` reach `log` here. `say` is told when a pause begins and how it ended (`cores`: what
-    the work keeps past the cap). Returns the work's result, or raises its exception."""
+    `on_yield` keeps the work to past the cap, None if it keeps it to nothing). Returns the work's result, or raises
+    its exception."""
     done = pauses or Pauses()
     reader, writer = Pipe(duplex=False)
     parent = os.getpid()
@@ -185,7 +186,8 @@ def run(work: Callable[[], T], busy: Callable[[], bool], *, nice: int = 0, max_p
                         say(f"today's load is queued or running: the scratch work stands paused until it ends (at "
                             f"most {max_pause_s:g} s)")
             elif paused_since is not None and now - paused_since >= max_pause_s:
-                resume(f"today's load is still queued or running; it keeps to {cores} core(s) until that ends")
+                resume("today's load is still queued or running; it runs " +
+                       (f"on {cores} core(s) until that ends" if cores is not None else "beside it"))
                 capped = True
             if capped and now_busy and on_yield is not None:
                 yielded_since = yielded_since or now

@@ -355,3 +355,39 @@ def test_a_rollbacks_chunk_lines_say_its_days_are_pointed_at_not_unchanged(env, 
     assert len(chunks) == 4 and not any("no day changed" in line for line in chunks), chunks
     assert "chunk 1/4 (2026-09-01..2026-09-05): 5 day(s) pointed at the version store, no line written" \
         in chunks[0], chunks
+
+
+@pytest.mark.parametrize("answer, begun, ended", [
+    (True, "today's load is queued or running: the next warehouse hold waits until it ends (at most 0.6 s)",
+     "the most it waits; today's load is still queued or running"),
+    (OSError("database table is locked: runs"),
+     "the run storage cannot be read: the next warehouse hold waits until it can (at most 0.6 s)",
+     "the most it waits; the run storage still cannot be read"),
+], ids=["busy", "unreadable"])
+def test_a_give_way_says_why_it_waits_and_why_it_went_on(monkeypatch, answer, begun: str, ended: str) -> None:
+    """Found by a review: with the run storage unreadable, the wait said today's load was running, then that it had
+    ended (a second query, after the wait, read unreadable as free). Each is said as it was seen, asked once."""
+    asked: list[int] = []
+
+    def active(_instance, _statuses=None) -> bool:  # noqa: ANN001
+        asked.append(1)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(capacity, "current_lane_active", active)
+    lines: list[str] = []
+    waited = capacity.GiveWay(None, 0.6, lines.append)()  # type: ignore[arg-type]
+    assert waited >= 0.6 and len(lines) == 2, lines
+    assert lines[0] == begun and lines[1].startswith("the next warehouse hold goes on after ") and \
+        lines[1].endswith(ended), lines
+    assert len(asked) <= 0.6 / capacity.POLL_S + 2, "asked once a poll, not again after the wait"
+
+
+def test_a_line_that_cannot_be_logged_does_not_fail_the_wait(monkeypatch) -> None:
+    monkeypatch.setattr(capacity, "current_lane_active", lambda *a, **k: True)
+
+    def broken(_line: str) -> None:
+        raise RuntimeError("the log is gone")
+
+    assert capacity.GiveWay(None, 0.3, broken)() >= 0.3  # type: ignore[arg-type]

@@ -21,7 +21,7 @@ select
     cast(null as varchar) as problem
 from w.raw.order_lines as lines
 inner join (
-    select * from candidate.reused_batches where list_contains($days, partition_date)
+    select * from candidate.reused_batches where list_contains($days::date[], partition_date)
 ) as reused
     on
         lines.partition_date = reused.partition_date
