@@ -8,6 +8,7 @@ run at full speed: today's load never waits on a slowed holder."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 import threading
@@ -55,16 +56,13 @@ class GiveWay:
     def busy(self, unreadable: bool = False) -> bool:
         """Whether a current-lane run is queued or running; `unreadable` if the run storage cannot be read (locked
         for a moment): a chunk is not given up on a guess, and a wait asks again."""
-        try:
-            return current_lane_active(self.instance, RUNNING)
-        except Exception:  # noqa: BLE001 - the run storage unreadable for a moment: the caller's answer
-            return unreadable
+        return {"busy": True, "free": False, "unreadable": unreadable}[self._state()]
 
     def _state(self) -> str:
         """`busy`, `free`, or `unreadable` (the run storage could not be read for a moment)."""
         try:
             return "busy" if current_lane_active(self.instance, RUNNING) else "free"
-        except Exception:  # noqa: BLE001 - the run storage unreadable for a moment: said as such
+        except Exception:  # noqa: BLE001 - the run storage unreadable for a moment: the caller decides
             return "unreadable"
 
     def __call__(self) -> float:
@@ -76,9 +74,10 @@ class GiveWay:
             if state == "free":
                 break
             if not said:
-                tell(self.say, "today's load is queued or running: the next warehouse hold waits until it ends (at "
-                               f"most {self.max_s:g} s)" if state == "busy" else "the run storage cannot be read: "
-                               f"the next warehouse hold waits until it can (at most {self.max_s:g} s)")
+                why = ("today's load is queued or running: the next warehouse hold waits until it ends"
+                       if state == "busy" else "the run storage cannot be read: the next warehouse hold waits until "
+                                               "it can")
+                tell(self.say, f"{why} (at most {self.max_s:g} s)")
                 said = True
             time.sleep(POLL_S)
         waited = time.monotonic() - started
@@ -271,12 +270,9 @@ class Lowered:
             if len(allowed) > self.cores:
                 _pin_all_threads(kept if yielding else allowed, pid)
 
-        def say(line: str) -> None:
-            tell(self.say, line)
-
         return pausable.run(work, lambda: current_lane_active(instance, RUNNING), nice=self.nice,
                             max_pause_s=self.max_pause_s, log=log, on_yield=pin, pauses=self.yielded,
-                            say=say if self.say is not None else None,
+                            say=functools.partial(tell, self.say) if self.say is not None else None,
                             cores=self.cores if len(allowed) > self.cores else None)
 
 

@@ -423,7 +423,9 @@ def _correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool]
         # are taken at the run's own priority, so today's load never waits on a lowered holder.
         scratch_work = lowered or capacity.Lowered()
         evidence, requested, uncopied = scratch_work.run(lambda: _evidence(wh, scope, threads, ref, need_raw))
-        requested.update(unchanged.requested_loaded_days(wh, run_id, ref.deletion_keys, uncopied, stats, give_way))
+        for day, ids in unchanged.requested_loaded_days(wh, run_id, ref.deletion_keys, uncopied, stats,
+                                                        give_way).items():
+            requested.setdefault(day, set()).update(ids)
         kept = _keep(wh, scope, current, evidence, requested, ref, stats, give_way, adjust_staged is not None, read)
         built = [d for d in scope.window.keys if d not in kept.days]
         lines = {d: int(evidence[d].target_controls[0]) for d in built if d in evidence}

@@ -5,6 +5,7 @@ for today's load are said apart and not extrapolated)."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import time
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
@@ -55,6 +56,19 @@ def stopped_by(exc: BaseException) -> str:
         return "stopped: the run was interrupted (terminated, Ctrl-C or SIGTERM)"
     message = cut_text(str(exc), 300)
     return f"stopped by {type(exc).__name__}" + (f": {message}" if message.strip() else "")
+
+
+# Collections under way (gc.callbacks): a step's generator that a reference cycle kept alive is closed by the
+# collector, at whatever point it runs, possibly inside the event storage's own lock (Dagster's in-memory storage
+# holds a plain Lock across each query); a line logged from there deadlocked a test run.
+_COLLECTING = [0]
+
+
+def _on_collect(phase: str, _info: dict) -> None:
+    _COLLECTING[0] += 1 if phase == "start" else -1
+
+
+gc.callbacks.append(_on_collect)
 
 
 class Progress:
@@ -179,8 +193,9 @@ class Progress:
             yield
         except GeneratorExit:
             # Dagster writes a step's events outside its code and raises a termination there, before it steps the
-            # generator again; the generator is then closed (what is being handled then need not be why).
-            if not self._ended and not self.complete:
+            # generator again; the generator is then closed (what is being handled then need not be why). Closed by
+            # the garbage collector instead, it says nothing: the log's last line stays the one said before.
+            if not self._ended and not self.complete and not _COLLECTING[0]:
                 with contextlib.suppress(Exception):
                     self.end(self.current, "stopped: Dagster closed the step before this phase ended (the run was "
                                            "terminated, or the step failed outside its code)")

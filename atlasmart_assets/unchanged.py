@@ -49,9 +49,9 @@ def eligible(current: dict[str, Current], evidence: dict[str, candidates.Evidenc
     the day now (`requested`; None: not looked at yet, as the raw step decides), and rows stored with a fingerprint
     of this DuckDB release to check them by. A request is immutable once loaded (reference.py refuses one whose
     bytes changed), so a day it was applied to stays as built; before, such a day was built again by every
-    correction for good (in the bench's year, where every customer buys every day, one erasure made every
-    re-publish a re-derive). A rolled-back day is never kept: the version it restored may have been built by
-    another release than the rollback's."""
+    correction for good (in the bench's year, one erasure of a customer who buys on most days made every later
+    re-publish build 292 of its 365 days). A rolled-back day is never kept: the version it restored may have been
+    built by another release than the rollback's."""
     out = []
     for day in sorted(keys):
         now, ev = current.get(day), evidence.get(day)

@@ -391,3 +391,29 @@ def test_a_line_that_cannot_be_logged_does_not_fail_the_wait(monkeypatch) -> Non
         raise RuntimeError("the log is gone")
 
     assert capacity.GiveWay(None, 0.3, broken)() >= 0.3  # type: ignore[arg-type]
+
+
+def test_a_step_closed_by_the_garbage_collector_logs_nothing_from_there() -> None:
+    """A terminated step's generator kept alive by a reference cycle is closed by the collector, at whatever point it
+    runs: a line logged from there went into Dagster's in-memory event storage while a query held its lock, and the
+    test run hung. Closed by its caller, the step still says where it stopped."""
+    import gc
+
+    def step(progress: Progress):  # noqa: ANN202
+        with progress.stopping():
+            yield 1
+            yield 2
+
+    logged: list[str] = []
+    closed = step(Progress(logged.append, "raw w", (("parse", 1.0),)))
+    next(closed)
+    closed.close()
+    assert len(logged) == 1 and "stopped: Dagster closed the step" in logged[0], logged
+
+    collected = step(Progress(logged.append, "raw w", (("parse", 1.0),)))
+    next(collected)
+    cycle: list[object] = [collected]
+    cycle.append(cycle)
+    del collected, cycle
+    gc.collect()
+    assert len(logged) == 1, logged

@@ -603,8 +603,8 @@ def backfill_published(b: Backfill, changes: Sequence[PartitionChange], neighbou
         blocks += _sections(["*Neighbouring partitions:* " + "; ".join(esc(_neighbour_text(n)) for n in neighbours)])
     if notice:
         blocks += _context([_notice_line(notice)])
-    fallback = [f"Correction published — backfill {one_line(shown_id(b.backfill_id))} over {esc(b.window)}: {len(changes)} "
-                f"partition(s) republished, content changed in {len(changed)} "
+    fallback = [f"Correction published — backfill {one_line(shown_id(b.backfill_id))} over {esc(b.window)}: "
+                f"{len(changes)} partition(s) republished, content changed in {len(changed)} "
                 f"({esc(short_window(c.partition for c in changed)) or 'none'})",
                 *([f"Change notice: {esc(notice)}"] if notice else [])]
     return _messages(fallback, blocks)

@@ -3,7 +3,6 @@ how much of the machine a step takes."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -103,11 +102,10 @@ class StepCapacity:
 
 def window_log(context: dg.AssetExecutionContext | dg.AssetCheckExecutionContext,
                scope: RunScope) -> Callable[[str], None]:
-    """A line about the step's window for its log, as a wait for today's load says it begins and ends. A line that
-    cannot be logged is dropped: it must not fail the wait, nor leave the scratch work paused."""
+    """A line about the step's window for its log, as a wait for today's load says it begins and ends (through
+    capacity.tell, which drops a line that cannot be logged)."""
     def say(line: str) -> None:
-        with contextlib.suppress(Exception):
-            context.log.info(f"{scope.window}: {line}")
+        context.log.info(f"{scope.window}: {line}")
     return say
 
 
