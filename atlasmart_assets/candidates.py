@@ -143,6 +143,12 @@ def controls(con: duckdb.DuckDBPyConnection, relation: str, window: Window, kind
     return out
 
 
+# A day without staged lines (every line retracted or erased) has no row in staged_controls.sql: these are its figures,
+# so that its version has a fingerprint and a later correction can keep it as published (before, it had none, and
+# every correction built it again).
+NO_LINES: dict[str, Any] = {"lines": 0, "unresolved_customers": 0, "fingerprint": 0}
+
+
 def fingerprint(staged_figures: dict[str, Any]) -> str:
     """A day's staged lines as a publish compares them (staged_controls.sql). DuckDB's hash is not promised stable
     across its releases, so the release is part of it: a fingerprint from another one never matches."""

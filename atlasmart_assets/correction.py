@@ -342,8 +342,8 @@ def _audit_candidates(wh: Warehouse, scope: RunScope, threads: int | None, curre
         found, days = audit(scope, con, current, evidence, wh.settings.shrink_threshold, repeats, ref, suppressed,
                             built)
         found.insert(0, ref.audit())
-        days = {d: replace(c, fingerprint=candidates.fingerprint(staged_figures[d])) if d in staged_figures else c
-                for d, c in days.items()}
+        staged_figures = {d: staged_figures.get(d, candidates.NO_LINES) for d in days}
+        days = {d: replace(c, fingerprint=candidates.fingerprint(staged_figures[d])) for d, c in days.items()}
         staged = {d: {"rows": int(f["lines"]), "unresolved_customers": int(f["unresolved_customers"])}
                   for d, f in staged_figures.items()}
         return found, {**days, **kept.days}, {**staged, **kept.staged}

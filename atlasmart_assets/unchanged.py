@@ -201,11 +201,13 @@ def verify(wh: Warehouse, run_id: str, window: Window, current: dict[str, Curren
                                  stats, give_way if long_read else None, preemptible=long_read)
         cur = con.execute("select * from candidate.kept_figures")
         names = [d[0] for d in cur.description][1:]
-        figures = {r[0].isoformat(): {n: candidates.number(v) for n, v in zip(names, r[1:])} for r in cur.fetchall()}
+        found_figures = {r[0].isoformat(): {n: candidates.number(v) for n, v in zip(names, r[1:])}
+                         for r in cur.fetchall()}
+        figures = {d: found_figures.get(d, candidates.NO_LINES) for d in checked}
         mart = candidates.mart_rows(con, "candidate.kept_revenue_daily", window)
     finally:
         con.close()
-    differ = [d for d in checked if d not in figures or current[d].fingerprint != candidates.fingerprint(figures[d])
+    differ = [d for d in checked if current[d].fingerprint != candidates.fingerprint(figures[d])
               or int(figures[d]["lines"]) != current[d].rows]
     kept = {}
     for day in keep:

@@ -131,6 +131,24 @@ def test_a_deletion_request_builds_the_days_holding_its_subject(env, instance) -
     assert f"candidates for {len(holding)} day(s) of 10" in _build_line(instance, second)
 
 
+def test_a_day_emptied_by_retractions_is_kept_as_published_by_the_next_correction(env, instance) -> None:
+    _run(instance, BF)
+    emptied = dt.date(2026, 9, 4)
+    generate.late_delta(env.raw_dir, emptied, "B-2026-09-04-02", new=0, restate=0, retract=10**6)
+    applied = _run(instance, {**BF, "dagster/backfill": "bf-empty", "atlasmart/accept_shrink": "all retracted"})
+    assert "candidates for 1 day(s) of 10, 1 with new evidence" in _build_line(instance, applied)
+    assert state.table_rows(env, "fact.fct_order_lines", f"partition_date = '{emptied}'") == []
+    content = state.content(env)
+    # A day without lines has a fingerprint too (before, it had none and every correction built it again).
+    again = _run(instance, {**BF, "dagster/backfill": "bf-empty-again"})
+    assert "candidates for 0 day(s) of 10, 0 with new evidence; 10 kept as published" in \
+        _build_line(instance, again), _build_line(instance, again)
+    assert state.content(env) == content
+    assert extracts.read(env, emptied.isoformat())["rows"] == []
+    _run(instance, REDERIVE)
+    assert state.content(env) == content, "building every day gives what keeping the empty day gave"
+
+
 def test_a_new_dimension_version_or_release_builds_every_day(env, instance, monkeypatch) -> None:
     _run(instance, BF)
     retier_first_customer(env.raw_dir)
