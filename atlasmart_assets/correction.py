@@ -3,7 +3,6 @@ fact and mart (with the ledger and the extracts) in one commit only if no blocki
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 

@@ -34,7 +34,6 @@ from atlasmart_tests.deployment import (
     runs,
     wait_backfill_run,
     wait_backfill_runs,
-    wait_catch_up,
     wait_runs_finished,
 )
 

@@ -42,7 +42,6 @@ from atlasmart_tests.deployment import (
     runs,
     wait_backfill_run,
     wait_backfill_runs,
-    wait_catch_up,
     wait_runs_finished,
 )
 from atlasmart_tests.ui import CHROMIUM, Operator, browser, in_ci

@@ -519,7 +519,7 @@ def report(b: Bench) -> list[tuple[str, str, str, str]]:
         rows.append((f"{ui['window']} backfill launched through the UI's mutation (webserver + daemon), 1 ranged run",
                      f"{one['launch_to_complete_s']:.1f} s launch -> complete ({waits(one)})",
                      f"{one['runs']} run", "1x"))
-        rows.append((f"same, Dagster's default: one run per partition (lane limit 1)",
+        rows.append(("same, Dagster's default: one run per partition (lane limit 1)",
                      f"{many['launch_to_complete_s']:.1f} s launch -> complete ({waits(many)})",
                      f"{many['runs']} runs, median {many['run_median_s']} s each",
                      f"{ratio(many['launch_to_complete_s'], one['launch_to_complete_s'])}x slower"))

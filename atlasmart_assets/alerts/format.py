@@ -688,7 +688,7 @@ def saturation_incident(s: Saturation, links: Links) -> list[Message]:
         pairs.append(("Backfill run(s)", ", ".join(link(links.run(r), r[:8]) for r in s.backfill_run_ids)))
     blocks: list[Block] = [_section(head), *_fields(pairs),
                            *_sections([f"• {breach_line(b, links)}" for b in s.breaches], head="*Missed:*"),
-                           *_context([f"Recorded against the backfill in `audit.saturation_incidents` (the SLO report "
+                           *_context(["Recorded against the backfill in `audit.saturation_incidents` (the SLO report "
                                       "lists incidents per backfill). Cap the backfill lane (`dagster/backfill` limit "
                                       "in dagster.yaml) or run the backfill outside the current load's window; "
                                       "today's load is late while nothing fails."])]
