@@ -330,10 +330,11 @@ def _keep(wh: Warehouse, scope: RunScope, current: dict[str, Current], evidence:
 
 def _audit_candidates(wh: Warehouse, scope: RunScope, threads: int | None, current: dict[str, Current],
                       evidence: dict[str, candidates.Evidence], repeats: LineIdRepeats, ref: reference.Reference,
-                      built: list[str], kept: unchanged.Kept
+                      built: list[str], kept: unchanged.Kept, requested: unchanged.Requested
                       ) -> tuple[list[Audit], dict[str, DayCandidate], dict[str, dict[str, int]]]:
     """Every audit of the candidates of the days built, in scratch (no warehouse hold); what each day of the
-    window would publish (a kept day: its current version) and the staged figures per day."""
+    window would publish (a kept day: its current version), with the deletion requests that name its evidence
+    (`requested`), and the staged figures per day."""
     con = wh.open_scratch(scope.run.run_id, threads)
     try:
         suppressed = candidates.suppressed(con, scope.window)
@@ -345,7 +346,11 @@ def _audit_candidates(wh: Warehouse, scope: RunScope, threads: int | None, curre
         days = {d: replace(c, fingerprint=candidates.fingerprint(staged_figures[d])) for d, c in days.items()}
         staged = {d: {"rows": int(f["lines"]), "unresolved_customers": int(f["unresolved_customers"])}
                   for d, f in staged_figures.items()}
-        return found, {**days, **kept.days}, {**staged, **kept.staged}
+        # A kept day is what a build now gives: the requests naming its evidence now are recorded for it too (a
+        # version from before they were recorded gets them so).
+        named = {d: replace(c, requests_named=tuple(sorted(requested.get(d, ()))))
+                 for d, c in {**days, **kept.days}.items()}
+        return found, named, {**staged, **kept.staged}
     finally:
         con.close()
 
@@ -446,7 +451,7 @@ def _correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool]
         weights = {**{d: current[d].rows for d in kept.days if d in current}, **lines}
         repeats = _line_id_repeats(wh, scope, threads, stats, give_way, scratch_work, weights)
         found, days, staged = scratch_work.run(lambda: _audit_candidates(
-            wh, scope, threads, current, evidence, repeats, ref, built, kept))
+            wh, scope, threads, current, evidence, repeats, ref, built, kept, requested))
         if kept.days:
             # In the UI a check over kept days alone would read as an audit of them: say they were not built.
             note = f" ({len(kept.days)} day(s) kept as published, not built again: audited when published)"

@@ -42,23 +42,29 @@ def _this_release(fingerprint: str | None) -> bool:
 Requested = Mapping[str, Collection[str]]  # day -> the deletion requests naming a record of it
 
 
+def _named(now: Current) -> Collection[str]:
+    """The deletion requests that named a record of the day's evidence when its version was built; for a version
+    written before they were recorded (migration 014), those it applied, as compared before."""
+    return now.requests_named if now.requests_named is not None else now.requests_applied
+
+
 def eligible(current: dict[str, Current], evidence: dict[str, candidates.Evidence], dimension_version: str | None,
              code_version: str, requested: Requested | None, keys: Collection[str]) -> list[str]:
     """The days of `keys` whose current version read what a build now would: the same landing batches (ordered
-    sha256s), customer dimension version and release, the deletion requests it applied those that name a record of
-    the day now (`requested`; None: not looked at yet, as the raw step decides), and rows stored with a fingerprint
-    of this DuckDB release to check them by. A request is immutable once loaded (reference.py refuses one whose
-    bytes changed), so a day it was applied to stays as built; before, such a day was built again by every
-    correction for good (in the bench's year, one erasure of a customer who buys on most days made every later
-    re-publish build 292 of its 365 days). A rolled-back day is never kept: the version it restored may have been
-    built by another release than the rollback's."""
+    sha256s), customer dimension version and release, the deletion requests that named a record of its evidence when
+    it was built those that name one now (`requested`; None: not looked at yet, as the raw step decides), and rows
+    stored with a fingerprint of this DuckDB release to check them by. A request is immutable once loaded
+    (reference.py refuses one whose bytes changed) and was in force for that build, so a day it names stays as
+    built; before, such a day was built again by every correction for good (in the bench's year, one erasure of a
+    customer who buys on most days made every later re-publish build 292 of its 365 days). A rolled-back day is
+    never kept: the version it restored may have been built by another release than the rollback's."""
     out = []
     for day in sorted(keys):
         now, ev = current.get(day), evidence.get(day)
         if (now is not None and ev is not None and _this_release(now.fingerprint) and now.stored_as
                 and now.kind == "publish" and now.code_version == code_version
                 and now.dimension_version == dimension_version and now.input_sha256 == ev.digest
-                and (requested is None or set(requested.get(day, ())) == set(now.requests_applied))):
+                and (requested is None or set(requested.get(day, ())) == set(_named(now)))):
             out.append(day)
     return out
 

@@ -13,7 +13,9 @@ from atlasmart_assets import correction, extracts, generate, unchanged
 from atlasmart_assets.candidates import Evidence
 from atlasmart_assets.lab import run_chain
 from atlasmart_assets.resources import Warehouse
+from atlasmart_assets.warehouse import ledger
 from atlasmart_assets.warehouse.ledger import Current
+from atlasmart_assets.window import Window
 from atlasmart_tests import state
 from atlasmart_tests.evidence_edits import customer_and_days, deletion_request, retier_first_customer
 
@@ -125,10 +127,20 @@ def test_a_deletion_request_builds_the_days_holding_its_subject(env, instance) -
     assert state.content(env) == content
     _run(instance, REDERIVE)
     assert state.content(env) == content
-    # A second request naming the same subject builds those days again (their versions did not apply it).
+    # A second request naming the same subject builds those days again (it was not in force for their versions).
     deletion_request(env.raw_dir, "DR-0101", "erasure request, again", customer_id=subject)
     second = _run(instance, {**BF, "dagster/backfill": "bf-erase-second"})
     assert f"candidates for {len(holding)} day(s) of 10" in _build_line(instance, second)
+    assert state.content(env) == content, "the subject's lines were out already"
+    # It takes no line out (the first request is credited with them), yet it was in force for the build: the next
+    # correction keeps those days (before, every later correction built them again).
+    third = _run(instance, {**BF, "dagster/backfill": "bf-erase-third"})
+    assert "candidates for 0 day(s) of 10, 0 with new evidence; 10 kept as published" in \
+        _build_line(instance, third), _build_line(instance, third)
+    for day in holding:
+        assert extracts.read(env, day)["input"]["requests_applied"] == ["DR-0100"], day
+    _run(instance, REDERIVE)
+    assert state.content(env) == content
 
 
 def test_a_day_emptied_by_retractions_is_kept_as_published_by_the_next_correction(env, instance) -> None:
@@ -205,18 +217,27 @@ def test_a_day_is_kept_only_when_every_input_is_the_one_its_version_read(change,
         "never published"
 
 
-@pytest.mark.parametrize("applied, named, kept", [
-    ((), {}, True),
-    (("DR-1",), {"DR-1"}, True),
-    (("DR-1", "DR-2"), {"DR-2", "DR-1"}, True),
-    (("DR-1",), {"DR-1", "DR-2"}, False),
-    (("DR-1",), set(), False),
-    ((), {"DR-1"}, False),
+@pytest.mark.parametrize("applied, built_with, named, kept", [
+    # A version written before the requests naming its evidence were recorded: compared by the ones it applied.
+    ((), None, {}, True),
+    (("DR-1",), None, {"DR-1"}, True),
+    (("DR-1", "DR-2"), None, {"DR-2", "DR-1"}, True),
+    (("DR-1",), None, {"DR-1", "DR-2"}, False),
+    (("DR-1",), None, set(), False),
+    ((), None, {"DR-1"}, False),
+    # Since: by the requests that named its evidence when it was built, whatever each took out of it. A second
+    # request for a subject the first took out, or a request naming only a retracted record, applies to no line.
+    (("DR-1",), ("DR-1", "DR-2"), {"DR-1", "DR-2"}, True),
+    ((), ("DR-1",), {"DR-1"}, True),
+    ((), (), {}, True),
+    (("DR-1",), ("DR-1",), {"DR-1", "DR-2"}, False),
+    ((), (), {"DR-1"}, False),
 ])
-def test_a_day_is_kept_only_when_its_version_applied_the_requests_that_name_it_now(applied, named, kept) -> None:
+def test_a_day_is_kept_only_when_the_requests_that_named_it_when_built_name_it_now(applied, built_with, named,
+                                                                                  kept) -> None:
     ev = Evidence(({"batch": "B-1", "sha256": "a" * 64, "source_high_sequence": 1, "kind": "snapshot",
                     "extracted_at": None},), [1, 1, 1, 1, 1, 0])
-    now = _current("2026-09-01", input_sha256=ev.digest, requests_applied=applied)
+    now = _current("2026-09-01", input_sha256=ev.digest, requests_applied=applied, requests_named=built_with)
     requested = {"2026-09-01": named} if named else {}
     assert unchanged.eligible({"2026-09-01": now}, {"2026-09-01": ev}, "dim-1", "code-1", requested,
                               ["2026-09-01"]) == (["2026-09-01"] if kept else [])
@@ -254,3 +275,22 @@ def test_a_one_day_run_decides_in_its_first_read_and_repairs_a_changed_day(env, 
     line = _build_line(instance, repaired)
     assert repaired.success and "candidates for 1 day(s) of 1" in line and f"ledger: {newest}" in line, line
     assert state.content(env) == content
+
+
+def test_a_warehouse_from_before_the_requests_named_keeps_its_days_by_the_requests_applied(env, instance) -> None:
+    """A warehouse no writer has migrated since migration 014: a reader reads its ledger without the column, a
+    version from before is compared by the requests it applied, and the next publish records the requests named."""
+    _run(instance, BF)
+    content = state.content(env)
+    with Warehouse().writer() as con:
+        con.execute("alter table audit.day_versions drop column requests_named")
+        con.execute("delete from audit.schema_migrations where version = 14")
+    with Warehouse().reader() as con:
+        now = ledger.current(con, Window.of(*WINDOW))
+    assert len(now) == 10 and all(c.requests_named is None for c in now.values())
+    upgraded = _run(instance, {**BF, "dagster/backfill": "bf-upgraded"})
+    assert "candidates for 0 day(s) of 10, 0 with new evidence; 10 kept as published" in \
+        _build_line(instance, upgraded), _build_line(instance, upgraded)
+    assert state.content(env) == content
+    with Warehouse().reader() as con:
+        assert all(c.requests_named == () for c in ledger.current(con, Window.of(*WINDOW)).values())

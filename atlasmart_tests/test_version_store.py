@@ -221,9 +221,9 @@ def test_a_day_republished_while_rows_are_written_ahead_stops_the_publish_before
                                                   "partition_date = '2026-09-20'")}) == sorted(incident)
 
 
-def _previous_release(path, without: tuple[int, ...] = (6, 7, 8, 11, 13)) -> duckdb.DuckDBPyConnection:
+def _previous_release(path, without: tuple[int, ...] = (6, 7, 8, 11, 13, 14)) -> duckdb.DuckDBPyConnection:
     """A warehouse at an earlier release's schema: every migration but `without` (by default the version store's
-    three, and 011 and 013, which build on them)."""
+    three, and 011, 013 and 014, which build on them)."""
     con = duckdb.connect(str(path))
     con.execute("create schema audit")
     con.execute("create table audit.schema_migrations (version integer primary key, name varchar not null, "
@@ -270,7 +270,7 @@ def test_a_warehouse_of_the_previous_release_migrates_with_nothing_lost(env, cap
     con.close()
 
     assert cli.main(["migrate"]) == 0  # an operator upgrades when no load is due (else the first writer does)
-    assert "applied 6, 7, 8, 11, 13; schema at migration" in capsys.readouterr().out
+    assert "applied 6, 7, 8, 11, 13, 14; schema at migration" in capsys.readouterr().out
     for table, rows in old.items():
         assert state.table_rows(env, table) == rows, table
     for table, rows in old_history.items():
@@ -303,7 +303,7 @@ def test_the_published_fact_is_the_audited_formula_applied_to_the_published_stag
 
 def _release_with_stored_fact(path) -> duckdb.DuckDBPyConnection:
     """A warehouse of the release before migration 008 (the fact's versions stored), one publication of two days."""
-    con = _previous_release(path, without=(8, 11, 13))
+    con = _previous_release(path, without=(8, 11, 13, 14))
     con.execute("insert into audit.publications (seq, publication_id, partition_date, kind, published_at, changed, "
                 "extract_json) select n, 'pub-a', d, 'publish', now(), true, '{}' from "
                 "(values (1, date '2026-09-19'), (2, date '2026-09-20')) v(n, d)")
@@ -330,7 +330,7 @@ def test_the_fact_versions_become_a_view_of_the_staged_ones_with_every_row_as_it
     con.close()
     assert len(published) == 3
     assert cli.main(["migrate"]) == 0
-    assert "applied 8, 11, 13; schema at migration" in capsys.readouterr().out
+    assert "applied 8, 11, 13, 14; schema at migration" in capsys.readouterr().out
     assert state.table_rows(env, "fact.fct_order_lines") == published
 
 

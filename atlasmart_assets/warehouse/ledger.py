@@ -75,6 +75,9 @@ class Current:
     code_version: str | None = None  # of the release that published it (a rollback's: not the one that built it)
     requests_applied: tuple[str, ...] = ()  # the deletion requests whose lines it left out
     kind: str | None = None  # of the publication: publish or rollback
+    # The deletion requests naming a record of its evidence when it was built (audit.day_versions); None for a
+    # version written before migration 014.
+    requests_named: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,7 @@ class DayCandidate:
     dimension_batches: tuple[dict[str, Any], ...] = ()
     requests_applied: tuple[str, ...] = ()
     fingerprint: str | None = None  # of its staged lines: equal to the current version's, it is not stored again
+    requests_named: tuple[str, ...] | None = None  # the deletion requests naming a record of its evidence
 
 
 @dataclass(frozen=True)
@@ -114,35 +118,51 @@ def new_publication_id(kind: str) -> str:
     return f"{kind[:3]}-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
 
 
+def _requests_named(con: duckdb.DuckDBPyConnection) -> str:
+    """audit.day_versions' requests_named as a select reads it (alias d): a reader does not migrate, and a warehouse
+    no writer has migrated since 014 has none."""
+    return "d.requests_named" if has_column(con, "audit", "day_versions", "requests_named") else "null"
+
+
+def _named(value: str | None) -> tuple[str, ...] | None:
+    return tuple(json.loads(value)) if value is not None else None
+
+
 def current(con: duckdb.DuckDBPyConnection, window: Window) -> dict[str, Current]:
     rows = con.execute(
         "select partition_date, publication_id, seq, rows_after, controls_after, sha256_after, extract_json, "
         "prev_publication_id, d.fingerprint, coalesce(d.stored_as, publication_id), input_sha256, dimension_version, "
-        "code_version, requests_applied, kind "
+        f"code_version, requests_applied, kind, {_requests_named(con)} "
         "from audit.current_publications left join audit.day_versions d using (partition_date, publication_id) "
         "where partition_date between $start and $end", window.params).fetchall()
     return {r[0].isoformat(): Current(r[0].isoformat(), r[1], r[2], r[3], json.loads(r[4]), *r[5:13],
-                                      tuple(json.loads(r[13])) if r[13] else (), r[14])
+                                      tuple(json.loads(r[13])) if r[13] else (), r[14], _named(r[15]))
             for r in rows}
 
 
-# A ledger row's columns as a DayCandidate holds them (then the version's fingerprint), for day_candidate.
+# A ledger row's columns as a DayCandidate holds them (then the version's fingerprint and the requests that named
+# its evidence), for day_candidate; {named} is _requests_named's.
 CANDIDATE_COLUMNS = ("p.partition_date, p.publication_id, p.rows_after, p.controls_after, p.sha256_after, "
                      "p.extract_json, p.input_sha256, p.source_high_sequence, p.input_batches, p.as_of, "
-                     "p.dimension_version, p.dimension_batches, p.requests_applied, d.fingerprint")
+                     "p.dimension_version, p.dimension_batches, p.requests_applied, d.fingerprint, {named}")
+
+
+def candidate_columns(con: duckdb.DuckDBPyConnection) -> str:
+    return CANDIDATE_COLUMNS.format(named=_requests_named(con))
 
 
 def day_candidate(r: tuple[Any, ...]) -> DayCandidate:
     """A row of CANDIDATE_COLUMNS as the candidate that would publish it again."""
     return DayCandidate(r[0].isoformat(), r[2], json.loads(r[3]), r[4], r[5], r[6], r[7],
                         tuple(json.loads(r[8])) if r[8] else (), r[9], r[10],
-                        tuple(json.loads(r[11])) if r[11] else (), tuple(json.loads(r[12])) if r[12] else (), r[13])
+                        tuple(json.loads(r[11])) if r[11] else (), tuple(json.loads(r[12])) if r[12] else (), r[13],
+                        _named(r[14]))
 
 
 def publication_candidates(con: duckdb.DuckDBPyConnection, versions: dict[str, str]) -> dict[str, DayCandidate]:
     """The publication `versions` names for each day, exactly as it was published (ledger row and fingerprint)."""
     days = sorted(versions)
-    rows = con.execute(f"select {CANDIDATE_COLUMNS} from audit.publications p "
+    rows = con.execute(f"select {candidate_columns(con)} from audit.publications p "
                        "join (select unnest($days::date[]) as partition_date, unnest($pubs::varchar[]) as "
                        "publication_id) using (partition_date, publication_id) "
                        "left join audit.day_versions d using (partition_date, publication_id)",
@@ -249,15 +269,17 @@ def reused(before: dict[str, Current], after: dict[str, DayCandidate]) -> dict[s
 
 
 DAY_VERSION_COLUMNS = (("partition_date", "date"), ("publication_id", "varchar"), ("stored_as", "varchar"),
-                       ("fingerprint", "varchar"))
+                       ("fingerprint", "varchar"), ("requests_named", "varchar"))
 VERSION_COLUMNS = (("partition_date", "date"), ("publication_id", "varchar"))
 
 
 def record_storage(con: duckdb.DuckDBPyConnection, pub_id: str, after: dict[str, DayCandidate],
                    reuse: dict[str, str]) -> None:
-    """Where each day of `pub_id` is stored (its own rows, or the ones `reuse` names) and its fingerprint."""
+    """Where each day of `pub_id` is stored (its own rows, or the ones `reuse` names), its fingerprint and the
+    deletion requests that named its evidence."""
     insert_rows(con, "audit.day_versions", DAY_VERSION_COLUMNS,
-                [(dt.date.fromisoformat(p), pub_id, reuse.get(p, pub_id), c.fingerprint)
+                [(dt.date.fromisoformat(p), pub_id, reuse.get(p, pub_id), c.fingerprint,
+                  json.dumps(list(c.requests_named)) if c.requests_named is not None else None)
                  for p, c in sorted(after.items())])
 
 

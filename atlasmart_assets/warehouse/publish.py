@@ -353,7 +353,7 @@ def restore_candidates(wh: Warehouse, scratch: Path, window: Window, targets: di
         # day_versions row) owns its rows, as audit.ledger_versions reads it (its fact may be rows kept from before
         # the fact was derived).
         rows = con.execute(
-            f"select {ledger.CANDIDATE_COLUMNS}, case when d.publication_id is null then p.publication_id "
+            f"select {ledger.candidate_columns(con)}, case when d.publication_id is null then p.publication_id "
             "else d.stored_as end from audit.publications p "
             "join targets using (partition_date, publication_id) "
             "left join audit.day_versions d using (partition_date, publication_id)"
