@@ -249,8 +249,6 @@ def test_a_kept_day_the_publish_would_not_point_at_its_stored_rows_publishes_not
                                                                                     monkeypatch) -> None:
     _run(instance, BF)
     published = state.snapshot(env)
-    from atlasmart_assets.warehouse import ledger
-
     monkeypatch.setattr(ledger, "reused", lambda before, after: {})  # as if no day's stored rows could be read
     result = run_chain(instance, *WINDOW, {**BF, "dagster/backfill": "bf-unstored"})
     assert not result.success
