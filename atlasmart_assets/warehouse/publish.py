@@ -8,7 +8,7 @@ import contextlib
 import shutil
 import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Collection, Iterator
 
 import duckdb
 
@@ -72,6 +72,43 @@ def _refuse_if_line_ids_published_since(con: duckdb.DuckDBPyConnection, window: 
         raise PublishConflict(f"line ids of this run's candidate were published on another day since its cross-day "
                               f"audit ({shown}{more}): a line on two days would be counted twice; nothing was "
                               "published, re-run to audit against the new publication")
+
+
+def _requests_of(cand: Current | DayCandidate) -> set[str]:
+    """The deletion requests a version applied or that named a record of its evidence when it was built."""
+    return set(cand.requests_applied) | set(cand.requests_named or ())
+
+
+def _refuse_if_requests_unseen(before: dict[str, Current], loaded: Collection[str]) -> None:
+    """Refuse when a day's current version applied, or was built under, a deletion request this run did not load: a
+    run that loaded its requests later published it since, and this run's candidate would publish the subject's
+    lines again (found by a review: a backfill that loaded its requests just before another run applied a new one
+    published the erased line again)."""
+    known = set(loaded)
+    unseen = {d: sorted(_requests_of(c) - known) for d, c in sorted(before.items())}
+    unseen = {d: r for d, r in unseen.items() if r}
+    if unseen:
+        requests = sorted({r for found in unseen.values() for r in found})
+        shown = ", ".join(repr(r[:SHOWN_ID_CHARS]) for r in requests[:SHOWN_LINE_IDS])
+        more = f" and {len(requests) - SHOWN_LINE_IDS} more" if len(requests) > SHOWN_LINE_IDS else ""
+        raise PublishConflict(f"partitions {window_label(sorted(unseen))} were published since this run loaded its "
+                              f"deletion requests, applying {shown}{more}, which it did not load: its candidate "
+                              "would publish their subject again; nothing was published, re-run to apply them")
+
+
+def _new_requests(before: dict[str, Current], after: dict[str, DayCandidate],
+                  applied: dict[str, set[str]]) -> dict[str, list[str]]:
+    """Per day, the deletion requests its candidate applied or was built under that the version it replaces had not
+    (`applied`: the requests that version applied): its earlier versions may hold their subject. A request naming
+    only a line the source retracted before it came takes no line out, yet an earlier version may hold that line
+    (found by a review: a rollback published it again)."""
+    out = {}
+    for day, cand in after.items():
+        prev = before.get(day)
+        new = _requests_of(cand) - applied.get(day, set()) - (set(prev.requests_named or ()) if prev else set())
+        if new:
+            out[day] = sorted(new)
+    return out
 
 
 def _refuse_if_past_retention(con: duckdb.DuckDBPyConnection, restored: dict[str, str], retain: int,
@@ -223,15 +260,17 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
             after: dict[str, DayCandidate], expected: dict[str, Current] | None, *, kind: str = "publish",
             restored: dict[str, str] | None = None, stored: dict[str, str] | None = None,
             stats: LockStats | None = None, give_way: GiveWay | None = None,
-            on_chunk: OnChunk | None = None, line_ids_as_of: int | None = None) -> Publication:
+            on_chunk: OnChunk | None = None, line_ids_as_of: int | None = None,
+            requests_loaded: Collection[str] | None = None) -> Publication:
     """Publish staged, fact and mart for the whole window in ONE commit, with the ledger and the prior version;
     then swap the extracts in. A window of more than one chunk (ATLASMART_CHUNK_DAYS days, or ATLASMART_CHUNK_LINES
     lines of its days, written or pointed at: retention drops about as many) has its staged and fact rows written
     ahead into the version store, so its commit moves the ledger's pointers (and the small mart) rather than rows,
     and retention follows the commit; a window of one chunk (today's load) does all of it in the commit, one hold.
     `expected` is what the audit compared against: if another publisher moved a partition since, nothing is
-    published. `stored` (a rollback's): days whose rows the version store holds already (-> the publication that
-    stored them), pointed at rather than written.
+    published; nor if a day's current version applied or was built under a deletion request not in
+    `requests_loaded` (a correction's: the requests it loaded). `stored` (a rollback's): days whose rows the version
+    store holds already (-> the publication that stored them), pointed at rather than written.
     `give_way` (a backfill's) is called before each hold of a long write, `on_chunk` (k, n, days, how many of them
     were written) after each chunk of the write ahead. `line_ids_as_of`: the ledger seq at which the candidate's
     line ids were searched among the published days (a correction's cross-day audit); the commit refuses if a day
@@ -260,6 +299,8 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
             before = ledger.current(con, window)
             if expected is not None:
                 _refuse_if_moved(before, expected, sorted(set(before) | set(expected)))
+            if requests_loaded is not None:
+                _refuse_if_requests_unseen(before, requests_loaded)
             if ahead:
                 _refuse_if_abandoned(con, pub_id)
             if restored:  # a day without rows has nothing retention could drop (the restore passes it too)
@@ -323,9 +364,7 @@ def _commit(con: duckdb.DuckDBPyConnection, pub_id: str, kind: str, run: RunInfo
     ledger.write_rows(con, pub_id, kind, run, code_version, before, after, restored)
     ledger.record_storage(con, pub_id, after, reuse)
     con.execute("delete from audit.pending_versions where publication_id = $p", {"p": pub_id})
-    applied = ledger.requests_already_applied(con, before)
-    erase = {d: sorted(set(c.requests_applied) - applied.get(d, set())) for d, c in after.items()
-             if set(c.requests_applied) - applied.get(d, set())}
+    erase = _new_requests(before, after, ledger.requests_already_applied(con, before))
     if erase:
         ledger.erase_earlier_versions(con, pub_id, erase)
     con.execute("delete from audit.corrections_in_progress where run_id = $run_id", {"run_id": run.run_id})

@@ -1,0 +1,234 @@
+"""Deletion requests and days kept as published, in scenarios a review found (2026-12-06): keeping a day gives what
+building it gives, and no request is ever left unapplied to a published or retained version of a day it names,
+whichever order the requests, the retractions and overlapping runs come in."""
+
+import datetime as dt
+import json
+
+import pytest
+
+from atlasmart_assets import correction, generate, reference, rollback
+from atlasmart_assets.lab import run_chain
+from atlasmart_assets.resources import Warehouse
+from atlasmart_assets.scope import RunInfo, RunScope
+from atlasmart_assets.warehouse.publish import PublishConflict
+from atlasmart_assets.window import Window
+from atlasmart_tests import state
+from atlasmart_tests.evidence_edits import deletion_request
+
+WINDOW = ("2026-09-01", "2026-09-10")
+BF = {"dagster/backfill": "bf-kept", "atlasmart/reason": "kept days"}
+REDERIVE = {"dagster/backfill": "bf-rederive", "atlasmart/reason": "rebuild all", "atlasmart/rederive": "check"}
+DAY = "2026-09-04"
+
+
+def _build_line(instance, result) -> str:  # noqa: ANN001
+    [line] = [e.user_message for e in instance.all_logs(result.run_id) if "] build:" in (e.user_message or "")]
+    return line
+
+
+def _run(instance, tags: dict[str, str]):  # noqa: ANN001, ANN202
+    result = run_chain(instance, *WINDOW, tags)
+    assert result.success, state.failure_text(result)
+    return result
+
+
+def _current_pub(env, day: str) -> str:  # noqa: ANN001
+    [(pub,)] = state.table_rows(env, "(select publication_id from audit.current_publications "
+                                     f"where partition_date = '{day}')")
+    return pub
+
+
+def _retract(env, day: str, line_id: str, batch_id: str) -> None:  # noqa: ANN001
+    d = dt.date.fromisoformat(day)
+    high = max(b.source_high_sequence for b in generate.read_batches(env.raw_dir, d))
+    generate.write_batch(env.raw_dir, d, batch_id, [{"op": "delete", "line_id": line_id,
+                                                     "source_sequence": high + 1}], "delta")
+
+
+def test_a_request_naming_only_a_retracted_line_leaves_it_in_the_retained_versions(env, instance) -> None:
+    """A request that names a record of the day's evidence is in force for its build (requests_named), but the
+    build erases earlier versions only for the requests credited with a suppressed line (requests_applied). A
+    line the source retracted before the request came stays in the versions retained for a rollback: history
+    shows it, and a rollback publishes it again."""
+    _run(instance, BF)
+    line = json.loads((env.raw_dir / f"partition={DAY}.json").read_text())["lines"][0]["line_id"]
+    first = _current_pub(env, DAY)
+    _retract(env, DAY, line, f"B-{DAY}-02")
+    _run(instance, {**BF, "dagster/backfill": "bf-retract"})
+    deletion_request(env.raw_dir, "DR-0300", "erasure of one line", line_ids=[line])
+    applied = _run(instance, {**BF, "dagster/backfill": "bf-erase-line"})
+    assert "candidates for 1 day(s) of 10" in _build_line(instance, applied)
+    assert state.table_rows(env, "fact.fct_order_lines", f"line_id = '{line}'") == []
+    retained = state.table_rows(env, "(select publication_id, line_id from history.staged_order_lines)",
+                                f"line_id = '{line}'")
+    # No retained version of a day a request names may hold its subject (erase_earlier_versions' promise), so a
+    # rollback to such a version is refused: it must never publish the line again.
+    try:
+        rollback.rollback(Warehouse(), DAY, None, "undo", "run-undo", to_publication=first)
+    except ValueError as exc:
+        assert "erased" in str(exc), exc
+    else:
+        pytest.fail(f"retained versions holding the line DR-0300 names: {retained}; the rollback to {first} "
+                    f"published it again: {state.table_rows(env, 'fact.fct_order_lines', f'line_id = {line!r}')}")
+    assert retained == []
+
+
+def _scope(run_id: str, window: Window, backfill: str | None = None) -> RunScope:
+    return RunScope(window, RunInfo(run_id, backfill), "backfill" if backfill else "other", "2026-09-21", None)
+
+
+def test_a_run_that_loaded_its_requests_before_another_run_applied_a_new_one_refuses_to_unapply_it(
+        env, instance, monkeypatch) -> None:
+    """Two runs overlapping: a backfill loads the deletion requests, then a request arrives and a run of one of its
+    days applies it and commits before the backfill flags its window. The backfill reads the ledger after that
+    commit, so no day moved since its audit; before, it published that day built without the request, and the
+    subject's lines were published again. Its commit now refuses, nothing published."""
+    _run(instance, BF)
+    wh = Warehouse()
+    race_day = "2026-09-03"
+    published = None
+    # A customer with one line of the day (the day does not double when it comes back).
+    [(subject,)] = state.table_rows(env, "(select customer_id from fact.fct_order_lines where partition_date = "
+                                         f"'{race_day}' group by 1 order by count(*), 1 limit 1)")
+    real = correction._take_window
+    other: list = []
+
+    def another_run_applies_a_new_request(wh_, scope, *args):  # noqa: ANN001, ANN002, ANN202
+        nonlocal published
+        if scope.run.run_id == "backfill-stale" and not other:  # its requests were loaded just before
+            deletion_request(env.raw_dir, "DR-0400", "erasure", customer_id=subject)
+            other.append(correction.correct(wh, _scope("one-day", Window.of(race_day)), lambda _: True))
+            published = state.snapshot(env)
+        return real(wh_, scope, *args)
+
+    monkeypatch.setattr(correction, "_take_window", another_run_applies_a_new_request)
+    refusal = r"2026-09-03 \(1 day\) were published since this run loaded its deletion requests, applying 'DR-0400'"
+    with pytest.raises(PublishConflict, match=refusal + ".*nothing was published"):
+        correction.correct(wh, _scope("backfill-stale", Window.of(*WINDOW), "bf-stale"), lambda _: True)
+    assert other and other[0].publication is not None, "the one-day run applied DR-0400 and committed"
+    assert state.table_rows(env, "fact.fct_order_lines",
+                            f"partition_date = '{race_day}' and customer_id = '{subject}'") == []
+    assert state.snapshot(env) == published, "refused: nothing moved"
+    # Run again, it loads the request and applies it.
+    monkeypatch.setattr(correction, "_take_window", real)
+    again = correction.correct(wh, _scope("backfill-again", Window.of(*WINDOW), "bf-again"), lambda _: True)
+    assert again.publication is not None
+    assert state.table_rows(env, "fact.fct_order_lines", f"customer_id = '{subject}'") == []
+
+
+def test_a_kept_empty_day_past_retention_rolls_back_and_republishes_as_built(env, instance, monkeypatch) -> None:
+    monkeypatch.setenv("ATLASMART_RETAIN_VERSIONS", "1")
+    _run(instance, BF)
+    generate.late_delta(env.raw_dir, dt.date.fromisoformat(DAY), f"B-{DAY}-02", new=0, restate=0, retract=10**6)
+    _run(instance, {**BF, "dagster/backfill": "bf-empty", "atlasmart/accept_shrink": "all retracted"})
+    content = state.content(env)
+    for k in range(3):
+        again = _run(instance, {**BF, "dagster/backfill": f"bf-again-{k}"})
+        assert "10 kept as published" in _build_line(instance, again)
+    assert state.content(env) == content
+    rollback.rollback(Warehouse(), *WINDOW, "undo", "run-undo")
+    assert state.content(env) == content
+    after = _run(instance, {**BF, "dagster/backfill": "bf-after-rollback"})
+    assert "candidates for 10 day(s) of 10" in _build_line(instance, after)
+    assert state.content(env) == content
+    # A correction without its raw step keeps them all and gives the same.
+    outcome = correction.correct(Warehouse(), _scope("no-raw", Window.of(*WINDOW), "bf-no-raw"), lambda _: True)
+    assert outcome.publication is not None
+    assert state.content(env) == content
+    _run(instance, REDERIVE)
+    assert state.content(env) == content
+
+
+def test_a_request_naming_a_restated_line_is_applied_then_kept(env, instance) -> None:
+    _run(instance, BF)
+    generate.late_delta(env.raw_dir, dt.date.fromisoformat(DAY), f"B-{DAY}-02", new=0, restate=3, retract=0)
+    _run(instance, {**BF, "dagster/backfill": "bf-restate"})
+    restated = json.loads(next((env.raw_dir / f"partition={DAY}").glob("*.json")).read_text())["lines"]
+    ids = [x["line_id"] for x in restated]
+    deletion_request(env.raw_dir, "DR-0500", "erasure of restated lines", line_ids=ids[:2] + ["NO-SUCH-LINE"])
+    deletion_request(env.raw_dir, "DR-0501", "unknown subject", customer_id="NO-SUCH-CUSTOMER")
+    _run(instance, {**BF, "dagster/backfill": "bf-erase"})
+    assert state.table_rows(env, "fact.fct_order_lines", f"line_id in ('{ids[0]}', '{ids[1]}')") == []
+    content = state.content(env)
+    again = _run(instance, {**BF, "dagster/backfill": "bf-erase-again"})
+    assert "10 kept as published" in _build_line(instance, again)
+    assert state.content(env) == content
+    _run(instance, REDERIVE)
+    assert state.content(env) == content
+    assert reference.load(Warehouse()).problems == []
+
+
+@pytest.mark.parametrize("tamper", ["staged", "mart"])
+def test_an_empty_day_whose_published_rows_were_tampered_with_is_built_again(env, instance, tamper) -> None:
+    _run(instance, BF)
+    other = "2026-09-05"
+    generate.late_delta(env.raw_dir, dt.date.fromisoformat(DAY), f"B-{DAY}-02", new=0, restate=0, retract=10**6)
+    _run(instance, {**BF, "dagster/backfill": "bf-empty", "atlasmart/accept_shrink": "all retracted"})
+    content = state.content(env)
+    with Warehouse().writer() as con:
+        if tamper == "staged":  # a line of another day copied under the empty day's current version
+            [(version,)] = con.execute("select version from audit.current_versions where partition_date = $d",
+                                       {"d": DAY}).fetchall()
+            con.execute("insert into versions.staged_order_lines select s.* replace ($day::date as partition_date, "
+                        "$version as version, 'TAMPERED' as line_id) from versions.staged_order_lines s "
+                        "semi join audit.current_versions c using (partition_date, version) "
+                        "where s.partition_date = $other limit 1", {"day": DAY, "version": version, "other": other})
+        else:
+            con.execute(f"insert into mart.revenue_daily select * replace (date '{DAY}' as partition_date) "
+                        f"from mart.revenue_daily where partition_date = '{other}' limit 1")
+    assert state.content(env) != content
+    repaired = _run(instance, {**BF, "dagster/backfill": "bf-repair"})
+    assert f"differing from their ledger: {DAY}" in _build_line(instance, repaired), _build_line(instance, repaired)
+    assert state.content(env) == content
+
+
+def test_a_reader_of_a_warehouse_not_migrated_to_014_reads_what_it_needs(env, instance) -> None:
+    from atlasmart_assets import stale, unchanged
+    from atlasmart_assets.warehouse import ledger
+
+    _run(instance, BF)
+    with Warehouse().writer() as con:
+        con.execute("alter table audit.day_versions drop column requests_named")
+        con.execute("delete from audit.schema_migrations where version = 14")
+    wh = Warehouse()
+    with wh.reader() as con:
+        now = ledger.current(con, Window.of(*WINDOW))
+        found = ledger.publication_candidates(con, {d: c.publication_id for d, c in now.items()})
+    assert len(found) == 10 and all(c.requests_named is None for c in found.values())
+    assert stale.stale_days(wh, Window.of(*WINDOW)) == []
+    assert unchanged.checked_days(Window.of(*WINDOW), now) == sorted(now)
+
+
+@pytest.mark.parametrize("chunk_days", ["3", None])
+def test_an_emptied_day_a_request_names_then_new_lines(env, instance, monkeypatch, chunk_days) -> None:
+    """In chunks, an emptied day is profiled where it is loaded (it may be kept: new since it has a fingerprint),
+    and the requests naming it are read in raw.order_lines."""
+    if chunk_days:
+        monkeypatch.setenv("ATLASMART_CHUNK_DAYS", chunk_days)
+    _run(instance, BF)
+    subject = json.loads((env.raw_dir / f"partition={DAY}.json").read_text())["lines"][0]["customer_id"]
+    generate.late_delta(env.raw_dir, dt.date.fromisoformat(DAY), f"B-{DAY}-02", new=0, restate=0, retract=10**6)
+    _run(instance, {**BF, "dagster/backfill": "bf-empty", "atlasmart/accept_shrink": "all retracted"})
+    deletion_request(env.raw_dir, "DR-0600", "erasure", customer_id=subject)
+    named = _run(instance, {**BF, "dagster/backfill": "bf-named"})
+    line = _build_line(instance, named)
+    assert DAY not in line or "kept" in line
+    content = state.content(env)
+    again = _run(instance, {**BF, "dagster/backfill": "bf-named-again"})
+    assert "10 kept as published" in _build_line(instance, again), _build_line(instance, again)
+    assert state.content(env) == content
+    _run(instance, REDERIVE)
+    assert state.content(env) == content
+    # New lines land on the emptied day: built, the request applied to them.
+    generate.write_batch(env.raw_dir, dt.date.fromisoformat(DAY), f"B-{DAY}-03", [
+        {**json.loads((env.raw_dir / f"partition={DAY}.json").read_text())["lines"][k],
+         "line_id": f"{DAY}-NEW-{k}", "source_sequence": 10**9 + k} for k in range(3)])
+    landed = _run(instance, {**BF, "dagster/backfill": "bf-landed", "atlasmart/accept_shrink": "x"})
+    assert "candidates for 1 day(s) of 10" in _build_line(instance, landed), _build_line(instance, landed)
+    assert state.table_rows(env, "fact.fct_order_lines", f"customer_id = '{subject}'") == []
+    content = state.content(env)
+    again = _run(instance, {**BF, "dagster/backfill": "bf-landed-again"})
+    assert "10 kept as published" in _build_line(instance, again), _build_line(instance, again)
+    _run(instance, REDERIVE)
+    assert state.content(env) == content
