@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-REQUEST_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+REQUEST_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\Z")
 
 
 class RequestError(Exception):

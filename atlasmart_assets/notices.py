@@ -29,7 +29,7 @@ from atlasmart_assets.settings import Settings
 
 UI_BASE_URL_ENV = "ATLASMART_UI_BASE_URL"
 DEFAULT_UI_BASE_URL = "http://localhost:3000"
-SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}\Z")
 PUBLISHED_ASSET = "mart/revenue_daily"
 _COLUMNS = ("seq, partition_date, publication_id, kind, published_at, run_id, backfill_id, reason, fence_override, "
             "code_version, input_sha256, source_high_sequence, rows_before, rows_after, controls_before, "

@@ -83,7 +83,7 @@ def _as_of(value: str | None) -> dt.date | None:
 
 
 DEADLINE_ENV = "ATLASMART_FRESHNESS_DEADLINE"
-_OFFSET = re.compile(r"^(\d{1,2}):([0-5]\d)$")
+_OFFSET = re.compile(r"^(\d{1,2}):([0-5]\d)\Z")
 
 
 def deadline_offset(text: str) -> dt.timedelta:
@@ -96,7 +96,7 @@ def deadline_offset(text: str) -> dt.timedelta:
     return dt.timedelta(hours=int(match.group(1)), minutes=int(match.group(2)))
 
 
-_MEMORY = re.compile(r"^(\d+(?:\.\d+)?)\s*(B|bytes|K|M|G|T|P|E|KB|MB|GB|TB|PB|EB|KiB|MiB|GiB|TiB|PiB|EiB|%)$",
+_MEMORY = re.compile(r"^(\d+(?:\.\d+)?)\s*(B|bytes|K|M|G|T|P|E|KB|MB|GB|TB|PB|EB|KiB|MiB|GiB|TiB|PiB|EiB|%)\Z",
                      re.IGNORECASE | re.ASCII)
 _MEMORY_UNITS = {"b": 1, "bytes": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "p": 10**15, "e": 10**18,
                  "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "pb": 10**15, "eb": 10**18, "kib": 1 << 10,

@@ -19,7 +19,7 @@ from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.warehouse.connection import LockStats
 from atlasmart_assets.window import Window
 
-QUALIFIED = re.compile(r"^[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*$")
+QUALIFIED = re.compile(r"^[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*\Z")
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 SQL_DIR = Path(__file__).resolve().parent
-MIGRATION = re.compile(r"^(\d{3})_([a-z0-9_]+)\.sql$")
+MIGRATION = re.compile(r"^(\d{3})_([a-z0-9_]+)\.sql\Z")
 
 
 @functools.cache

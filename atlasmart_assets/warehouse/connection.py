@@ -16,7 +16,7 @@ import duckdb
 from atlasmart_assets import waiting
 
 T = TypeVar("T")
-IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]*$")
+IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]*\Z")
 
 
 @dataclass

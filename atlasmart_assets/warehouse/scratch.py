@@ -9,7 +9,7 @@ from pathlib import Path
 
 import duckdb
 
-RUN_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+RUN_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}\Z")
 
 
 def path(scratch_dir: Path, run_id: str) -> Path:
