@@ -14,7 +14,7 @@ from atlasmart_assets.scope import RunInfo, RunScope
 from atlasmart_assets.warehouse.publish import PublishConflict
 from atlasmart_assets.window import Window
 from atlasmart_tests import state
-from atlasmart_tests.evidence_edits import deletion_request
+from atlasmart_tests.evidence_edits import customer_and_days, deletion_request
 
 WINDOW = ("2026-09-01", "2026-09-10")
 BF = {"dagster/backfill": "bf-kept", "atlasmart/reason": "kept days"}
@@ -232,3 +232,49 @@ def test_an_emptied_day_a_request_names_then_new_lines(env, instance, monkeypatc
     assert "10 kept as published" in _build_line(instance, again), _build_line(instance, again)
     _run(instance, REDERIVE)
     assert state.content(env) == content
+
+
+def _erased_days(env, request_id: str) -> list[str]:  # noqa: ANN001
+    return [r[0] for r in state.table_rows(
+        env, "(select distinct partition_date::varchar from audit.publications "
+             f"where extract_json like '%\"erased\"%{request_id}%')")]
+
+
+def test_a_second_request_for_an_erased_subject_erases_no_rollback_history(env, instance) -> None:
+    """The second request names the subject's records on the days the first erased, and takes no line out of them
+    (the first is credited): no version since holds the subject, so nothing is erased again and a rollback to the
+    version the first published still works (a review found this change erased them all again)."""
+    _run(instance, BF)
+    subject, days = customer_and_days(env.raw_dir, Window.of(*WINDOW).keys, DAY)
+    deletion_request(env.raw_dir, "DR-0700", "erasure", customer_id=subject)
+    _run(instance, {**BF, "dagster/backfill": "bf-first"})
+    erased_once = _current_pub(env, DAY)
+    assert state.table_rows(env, "history.staged_order_lines", f"customer_id = '{subject}'") == []
+    deletion_request(env.raw_dir, "DR-0701", "the same subject asks again", customer_id=subject)
+    second = _run(instance, {**BF, "dagster/backfill": "bf-second"})
+    assert f"candidates for {len(days)} day(s) of 10" in _build_line(instance, second)
+    again = _erased_days(env, "DR-0701")
+    assert again == [], f"DR-0701 took no line out yet erased the rollback history of {len(again)} day(s): {again}"
+    rollback.rollback(Warehouse(), DAY, None, "undo", "run-undo", to_publication=erased_once)
+    assert state.table_rows(env, "fact.fct_order_lines", f"customer_id = '{subject}'") == []
+
+
+def test_a_request_naming_a_line_retracted_past_retention_erases_the_versions_it_cannot_read(env, instance,
+                                                                                             monkeypatch) -> None:
+    """A version whose lines retention dropped may have held the line: its extract is erased all the same."""
+    monkeypatch.setenv("ATLASMART_RETAIN_VERSIONS", "1")
+    _run(instance, BF)
+    line = json.loads((env.raw_dir / f"partition={DAY}.json").read_text())["lines"][0]["line_id"]
+    _retract(env, DAY, line, f"B-{DAY}-02")
+    _run(instance, {**BF, "dagster/backfill": "bf-retract"})
+    _run(instance, REDERIVE)
+    _run(instance, {**REDERIVE, "dagster/backfill": "bf-rederive-2"})
+    [(first,)] = state.table_rows(env, "(select publication_id from audit.publications where seq = (select min(seq) "
+                                       f"from audit.publications where partition_date = '{DAY}'))")
+    assert state.table_rows(env, "history.staged_order_lines", f"line_id = '{line}'") == [], "past retention"
+    deletion_request(env.raw_dir, "DR-0900", "erasure of one line", line_ids=[line])
+    _run(instance, {**BF, "dagster/backfill": "bf-erase"})
+    assert DAY in _erased_days(env, "DR-0900")
+    [(text,)] = state.table_rows(env, "(select extract_json from audit.publications "
+                                      f"where publication_id = '{first}' and partition_date = '{DAY}')")
+    assert text.startswith('{"erased"'), "the first version's extract held the line"

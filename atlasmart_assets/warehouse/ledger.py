@@ -456,12 +456,3 @@ def erase_earlier_versions(con: duckdb.DuckDBPyConnection, pub_id: str, days: di
                 "from (select unnest($days::date[]) as d, unnest($texts::varchar[]) as text) as e "
                 "where p.partition_date = e.d and p.publication_id <> $pub",
                 {**params, "texts": [json.dumps({"erased": True, "by_requests": requests}) for _, requests in erased]})
-
-
-def requests_already_applied(con: duckdb.DuckDBPyConnection, before: dict[str, Current]) -> dict[str, set[str]]:
-    if not before:
-        return {}
-    rows = con.execute("select partition_date::varchar, requests_applied from audit.publications "
-                       "where publication_id in (select unnest($ids))",
-                       {"ids": sorted({c.publication_id for c in before.values()})}).fetchall()
-    return {d: set(json.loads(r)) if r else set() for d, r in rows if d in before}

@@ -5,14 +5,16 @@ the symlink swap."""
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import shutil
 import time
 from pathlib import Path
 from typing import Callable, Collection, Iterator
 
 import duckdb
+import pandas as pd
 
-from atlasmart_assets import extracts, notices
+from atlasmart_assets import extracts, notices, sql
 from atlasmart_assets.alerts.format import window_label
 from atlasmart_assets.failpoints import failpoint, hold as held_at
 from atlasmart_assets.resources import Warehouse
@@ -96,19 +98,52 @@ def _refuse_if_requests_unseen(before: dict[str, Current], loaded: Collection[st
                               "would publish their subject again; nothing was published, re-run to apply them")
 
 
-def _new_requests(before: dict[str, Current], after: dict[str, DayCandidate],
-                  applied: dict[str, set[str]]) -> dict[str, list[str]]:
-    """Per day, the deletion requests its candidate applied or was built under that the version it replaces had not
-    (`applied`: the requests that version applied): its earlier versions may hold their subject. A request naming
-    only a line the source retracted before it came takes no line out, yet an earlier version may hold that line
-    (found by a review: a rollback published it again)."""
-    out = {}
+def _erasing(con: duckdb.DuckDBPyConnection, pub_id: str, before: dict[str, Current],
+             after: dict[str, DayCandidate], deletion_keys: pd.DataFrame | None) -> dict[str, list[str]]:
+    """Per day, the deletion requests for which its earlier versions are erased: those its candidate applies and the
+    version it replaces did not, as always; and those it was built under without taking a line out, and the version
+    it replaces was not, where another version of the day may hold a line they name. That is a line the source
+    retracted before the request came (found by a review: a rollback published it again); a second request for a
+    subject already erased holds none, and erases no rollback history again (as a review found it did). Without
+    `deletion_keys` (the requests' keys: request_id, customer_id, line_id) every such request erases."""
+    out: dict[str, set[str]] = {}
+    named: dict[str, set[str]] = {}
     for day, cand in after.items():
         prev = before.get(day)
-        new = _requests_of(cand) - applied.get(day, set()) - (set(prev.requests_named or ()) if prev else set())
-        if new:
-            out[day] = sorted(new)
-    return out
+        had = set(prev.requests_applied) | set(prev.requests_named or ()) if prev else set()
+        applied = set(cand.requests_applied) - had
+        if applied:
+            out[day] = applied
+        only_named = _requests_of(cand) - had - applied
+        if only_named:
+            named[day] = only_named
+    if named and deletion_keys is not None:
+        held = _held(con, pub_id, named, deletion_keys)
+        named = {d: r & held.get(d, set()) for d, r in named.items()}
+    for day, requests in named.items():
+        out.setdefault(day, set()).update(requests)
+    return {d: sorted(r) for d, r in sorted(out.items()) if r}
+
+
+def _held(con: duckdb.DuckDBPyConnection, pub_id: str, named: dict[str, set[str]],
+          deletion_keys: pd.DataFrame) -> dict[str, set[str]]:
+    """Of `named` (day -> requests), the requests a version of the day other than `pub_id` may hold a line of:
+    a stored one holding one, or one whose lines retention dropped while its extract stands."""
+    pairs = [(dt.date.fromisoformat(day), str(k.request_id), k.customer_id, k.line_id)
+             for k in deletion_keys.itertuples() for day, requests in named.items() if str(k.request_id) in requests]
+    if not pairs:
+        return {}
+    frame = pd.DataFrame(pairs, columns=["partition_date", "request_id", "customer_id", "line_id"], dtype=object)
+    held: dict[str, set[str]] = {}
+    con.register("new_pairs", frame)
+    try:
+        queries = [sql.text("retained_subject_lines").format(store=table) for table in ledger.STORE_TABLES]
+        for query in queries + [sql.text("unreadable_versions")]:
+            for day, request_id in con.execute(query, {"pub": pub_id}).fetchall():
+                held.setdefault(day.isoformat(), set()).add(request_id)
+    finally:
+        con.unregister("new_pairs")
+    return held
 
 
 def _refuse_if_past_retention(con: duckdb.DuckDBPyConnection, restored: dict[str, str], retain: int,
@@ -261,7 +296,8 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
             restored: dict[str, str] | None = None, stored: dict[str, str] | None = None,
             stats: LockStats | None = None, give_way: GiveWay | None = None,
             on_chunk: OnChunk | None = None, line_ids_as_of: int | None = None,
-            requests_loaded: Collection[str] | None = None) -> Publication:
+            requests_loaded: Collection[str] | None = None,
+            deletion_keys: pd.DataFrame | None = None) -> Publication:
     """Publish staged, fact and mart for the whole window in ONE commit, with the ledger and the prior version;
     then swap the extracts in. A window of more than one chunk (ATLASMART_CHUNK_DAYS days, or ATLASMART_CHUNK_LINES
     lines of its days, written or pointed at: retention drops about as many) has its staged and fact rows written
@@ -269,7 +305,8 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
     and retention follows the commit; a window of one chunk (today's load) does all of it in the commit, one hold.
     `expected` is what the audit compared against: if another publisher moved a partition since, nothing is
     published; nor if a day's current version applied or was built under a deletion request not in
-    `requests_loaded` (a correction's: the requests it loaded). `stored` (a rollback's): days whose rows the version
+    `requests_loaded` (a correction's: the requests it loaded, `deletion_keys` their keys, which decide the days
+    whose earlier versions a request erases: _erasing). `stored` (a rollback's): days whose rows the version
     store holds already (-> the publication that stored them), pointed at rather than written.
     `give_way` (a backfill's) is called before each hold of a long write, `on_chunk` (k, n, days, how many of them
     were written) after each chunk of the write ahead. `line_ids_as_of`: the ledger seq at which the candidate's
@@ -314,7 +351,7 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
             commit_began = True
             with transaction(con):
                 keep, erase = _commit(con, pub_id, kind, run, code_version, window, before, after, restored or {},
-                                      cfg.retain_versions, ahead, reuse)
+                                      cfg.retain_versions, ahead, reuse, deletion_keys)
             committed = True
             failpoint("committed")
             held_at("publish_committed", run.run_id)
@@ -346,7 +383,8 @@ def _extracts_ahead(cfg: Settings, pub_id: str, texts: dict[str, str]) -> None:
 
 def _commit(con: duckdb.DuckDBPyConnection, pub_id: str, kind: str, run: RunInfo, code_version: str,
             window: Window, before: dict[str, Current], after: dict[str, DayCandidate], restored: dict[str, str],
-            retain: int, written_ahead: bool, reuse: dict[str, str]) -> tuple[set[str], dict[str, list[str]]]:
+            retain: int, written_ahead: bool, reuse: dict[str, str],
+            deletion_keys: pd.DataFrame | None) -> tuple[set[str], dict[str, list[str]]]:
     """The one transaction's writes (the caller's transaction; scratch attached as `s`). Returns the publication
     ids whose extracts are kept, and the days a deletion request erased."""
     if not written_ahead:
@@ -364,7 +402,7 @@ def _commit(con: duckdb.DuckDBPyConnection, pub_id: str, kind: str, run: RunInfo
     ledger.write_rows(con, pub_id, kind, run, code_version, before, after, restored)
     ledger.record_storage(con, pub_id, after, reuse)
     con.execute("delete from audit.pending_versions where publication_id = $p", {"p": pub_id})
-    erase = _new_requests(before, after, ledger.requests_already_applied(con, before))
+    erase = _erasing(con, pub_id, before, after, deletion_keys)
     if erase:
         ledger.erase_earlier_versions(con, pub_id, erase)
     con.execute("delete from audit.corrections_in_progress where run_id = $run_id", {"run_id": run.run_id})
