@@ -8,29 +8,15 @@ import json
 import pytest
 
 from atlasmart_assets import correction, generate, reference, rollback
-from atlasmart_assets.lab import run_chain
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunInfo, RunScope
 from atlasmart_assets.warehouse.publish import PublishConflict
 from atlasmart_assets.window import Window
 from atlasmart_tests import state
 from atlasmart_tests.evidence_edits import customer_and_days, deletion_request
+from atlasmart_tests.test_kept_days import BF, REDERIVE, WINDOW, _build_line, _run
 
-WINDOW = ("2026-09-01", "2026-09-10")
-BF = {"dagster/backfill": "bf-kept", "atlasmart/reason": "kept days"}
-REDERIVE = {"dagster/backfill": "bf-rederive", "atlasmart/reason": "rebuild all", "atlasmart/rederive": "check"}
 DAY = "2026-09-04"
-
-
-def _build_line(instance, result) -> str:  # noqa: ANN001
-    [line] = [e.user_message for e in instance.all_logs(result.run_id) if "] build:" in (e.user_message or "")]
-    return line
-
-
-def _run(instance, tags: dict[str, str]):  # noqa: ANN001, ANN202
-    result = run_chain(instance, *WINDOW, tags)
-    assert result.success, state.failure_text(result)
-    return result
 
 
 def _current_pub(env, day: str) -> str:  # noqa: ANN001
