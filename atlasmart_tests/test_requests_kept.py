@@ -264,3 +264,40 @@ def test_a_request_naming_a_line_retracted_past_retention_erases_the_versions_it
     [(text,)] = state.table_rows(env, "(select extract_json from audit.publications "
                                       f"where publication_id = '{first}' and partition_date = '{DAY}')")
     assert text.startswith('{"erased"'), "the first version's extract held the line"
+
+
+def test_a_second_request_after_retention_dropped_a_version_built_under_the_first_erases_nothing(
+        env, instance, monkeypatch) -> None:
+    """A version whose lines retention dropped but which was built under a request for the same subject held none of
+    its lines: it erases nothing (a review found every day erased again once a version went past retention)."""
+    monkeypatch.setenv("ATLASMART_RETAIN_VERSIONS", "1")
+    _run(instance, BF)
+    subject, days = customer_and_days(env.raw_dir, Window.of(*WINDOW).keys, DAY)
+    deletion_request(env.raw_dir, "DR-0700", "erasure", customer_id=subject)
+    _run(instance, {**BF, "dagster/backfill": "bf-first"})
+    _run(instance, REDERIVE)
+    _run(instance, {**REDERIVE, "dagster/backfill": "bf-rederive-2"})
+    previous = _current_pub(env, DAY)
+    assert state.table_rows(env, "history.staged_order_lines", f"customer_id = '{subject}'") == []
+    deletion_request(env.raw_dir, "DR-0701", "the same subject asks again", customer_id=subject)
+    _run(instance, {**BF, "dagster/backfill": "bf-second"})
+    again = _erased_days(env, "DR-0701")
+    assert again == [], (f"DR-0701 took no line out and no version holds {subject}, yet it erased the rollback "
+                         f"history of {len(again)} day(s): {again}")
+    rollback.rollback(Warehouse(), DAY, None, "undo", "run-undo", to_publication=previous)
+
+
+def test_a_second_request_with_a_lower_id_for_an_erased_subject_erases_no_rollback_history(env, instance) -> None:
+    """The lower id takes the credit for the subject's lines (suppressed_lines.sql), so it is applied: an applied
+    request erases only where a version holds a line it names, too (a review found it erased every day again)."""
+    _run(instance, BF)
+    subject, days = customer_and_days(env.raw_dir, Window.of(*WINDOW).keys, DAY)
+    deletion_request(env.raw_dir, "DR-0702", "erasure", customer_id=subject)
+    _run(instance, {**BF, "dagster/backfill": "bf-first"})
+    erased_once = _current_pub(env, DAY)
+    deletion_request(env.raw_dir, "DR-0699", "the same subject asks again", customer_id=subject)
+    _run(instance, {**BF, "dagster/backfill": "bf-second"})
+    again = _erased_days(env, "DR-0699")
+    assert again == [], f"DR-0699 took out no line a version holds yet erased the rollback history of {again}"
+    rollback.rollback(Warehouse(), DAY, None, "undo", "run-undo", to_publication=erased_once)
+    assert state.table_rows(env, "fact.fct_order_lines", f"customer_id = '{subject}'") == []

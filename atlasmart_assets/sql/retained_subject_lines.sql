@@ -1,8 +1,7 @@
 -- For each (day, deletion request) of new_pairs (registered: partition_date, request_id, customer_id, line_id, the
--- keys of each request newly named on each day without taking a line out of its candidate), whether a version of
--- the day other than publication $pub may hold a line the request names: a stored version holding one ({store}: a
--- table of the version store, chosen by code), by customer or by line id (two joins: DuckDB runs a join on `or` as
--- a nested loop).
+-- keys of each request a publication newly applies to a day or builds it under), whether a stored version of the
+-- day other than publication $pub ({store}: a table of the version store, chosen by code) holds a line the request
+-- names, by customer or by line id (two joins: DuckDB runs a join on `or` as a nested loop).
 select distinct
     stored.partition_date,
     keys.request_id

@@ -1,13 +1,16 @@
--- For each (day, deletion request) of new_pairs (see retained_subject_lines.sql), whether the day has a published
--- version other than publication $pub whose lines the version store no longer holds (past retention) while its
--- extract is not erased yet: what it held cannot be read, so it is taken to hold a line the request names.
-select distinct
+-- The published versions of $days other than publication $pub whose lines the version store no longer holds (past
+-- retention) while their extract is not erased yet, with the deletion requests each was built under (applied, or
+-- naming a record of its evidence): what such a version held cannot be read, so it may hold a line a request names
+-- unless it was built under one naming the same key (publish._held decides).
+select
     pubs.partition_date,
-    keys.request_id
+    pubs.requests_applied,
+    d.requests_named
 from audit.publications as pubs
-inner join new_pairs as keys on pubs.partition_date = keys.partition_date
+left join audit.day_versions as d using (partition_date, publication_id)
 where
-    pubs.publication_id <> $pub
+    pubs.partition_date in (select unnest($days::date[]))
+    and pubs.publication_id <> $pub
     and pubs.rows_after > 0
     and not starts_with(coalesce(pubs.extract_json, ''), '{"erased"')
     and not exists (

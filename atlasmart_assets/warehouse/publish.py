@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 import shutil
 import time
 from pathlib import Path
@@ -100,49 +101,66 @@ def _refuse_if_requests_unseen(before: dict[str, Current], loaded: Collection[st
 
 def _erasing(con: duckdb.DuckDBPyConnection, pub_id: str, before: dict[str, Current],
              after: dict[str, DayCandidate], deletion_keys: pd.DataFrame | None) -> dict[str, list[str]]:
-    """Per day, the deletion requests for which its earlier versions are erased: those its candidate applies and the
-    version it replaces did not, as always; and those it was built under without taking a line out, and the version
-    it replaces was not, where another version of the day may hold a line they name. That is a line the source
-    retracted before the request came (found by a review: a rollback published it again); a second request for a
-    subject already erased holds none, and erases no rollback history again (as a review found it did). Without
-    `deletion_keys` (the requests' keys: request_id, customer_id, line_id) every such request erases."""
-    out: dict[str, set[str]] = {}
-    named: dict[str, set[str]] = {}
+    """Per day, the deletion requests for which its other versions are erased: those its candidate applies or was
+    built under and the version it replaces was not, where another version of the day may hold a line they name
+    (_held). A request applied to lines of the replaced version finds them there. A request naming only a line the
+    source retracted before it came takes no line out, yet an earlier version may hold that line (found by a review:
+    a rollback published it again). A second request for a subject already erased holds none in any version since,
+    whichever of the two is credited with its lines, and erases no rollback history again (as a review found it
+    did). Without `deletion_keys` (the requests' keys: request_id, customer_id, line_id) every new request erases."""
+    new: dict[str, set[str]] = {}
     for day, cand in after.items():
         prev = before.get(day)
-        had = set(prev.requests_applied) | set(prev.requests_named or ()) if prev else set()
-        applied = set(cand.requests_applied) - had
-        if applied:
-            out[day] = applied
-        only_named = _requests_of(cand) - had - applied
-        if only_named:
-            named[day] = only_named
-    if named and deletion_keys is not None:
-        held = _held(con, pub_id, named, deletion_keys)
-        named = {d: r & held.get(d, set()) for d, r in named.items()}
-    for day, requests in named.items():
-        out.setdefault(day, set()).update(requests)
-    return {d: sorted(r) for d, r in sorted(out.items()) if r}
+        requests = _requests_of(cand) - (_requests_of(prev) if prev else set())
+        if requests:
+            new[day] = requests
+    if new and deletion_keys is not None:
+        held = _held(con, pub_id, new, deletion_keys)
+        new = {d: r & held.get(d, set()) for d, r in new.items()}
+    return {d: sorted(r) for d, r in sorted(new.items()) if r}
 
 
-def _held(con: duckdb.DuckDBPyConnection, pub_id: str, named: dict[str, set[str]],
+Key = tuple[str | None, str | None]  # a deletion key: (customer_id, line_id), one of them set
+
+
+def _keys_by_request(deletion_keys: pd.DataFrame) -> dict[str, set[Key]]:
+    out: dict[str, set[Key]] = {}
+    for request_id, customer, line in deletion_keys[["request_id", "customer_id", "line_id"]].itertuples(index=False):
+        out.setdefault(str(request_id), set()).add((None if pd.isna(customer) else str(customer),
+                                                    None if pd.isna(line) else str(line)))
+    return out
+
+
+def _held(con: duckdb.DuckDBPyConnection, pub_id: str, new: dict[str, set[str]],
           deletion_keys: pd.DataFrame) -> dict[str, set[str]]:
-    """Of `named` (day -> requests), the requests a version of the day other than `pub_id` may hold a line of:
-    a stored one holding one, or one whose lines retention dropped while its extract stands."""
-    pairs = [(dt.date.fromisoformat(day), str(k.request_id), k.customer_id, k.line_id)
-             for k in deletion_keys.itertuples() for day, requests in named.items() if str(k.request_id) in requests]
+    """Of `new` (day -> requests), the requests a version of the day other than `pub_id` may hold a line of: a
+    stored version holding one (retained_subject_lines.sql), or a version whose lines retention dropped while its
+    extract stands, unless it was built under a request naming the same key (it held none of its lines)."""
+    keys = _keys_by_request(deletion_keys)
+    pairs = [(dt.date.fromisoformat(day), request, customer, line) for day, requests in sorted(new.items())
+             for request in sorted(requests) for customer, line in keys.get(request, ())]
     if not pairs:
         return {}
-    frame = pd.DataFrame(pairs, columns=["partition_date", "request_id", "customer_id", "line_id"], dtype=object)
     held: dict[str, set[str]] = {}
-    con.register("new_pairs", frame)
+    con.register("new_pairs", pd.DataFrame(pairs, columns=["partition_date", "request_id", "customer_id", "line_id"],
+                                           dtype=object))
     try:
-        queries = [sql.text("retained_subject_lines").format(store=table) for table in ledger.STORE_TABLES]
-        for query in queries + [sql.text("unreadable_versions")]:
+        for table in ledger.STORE_TABLES:
+            query = sql.text("retained_subject_lines").format(store=table)
             for day, request_id in con.execute(query, {"pub": pub_id}).fetchall():
                 held.setdefault(day.isoformat(), set()).add(request_id)
     finally:
         con.unregister("new_pairs")
+    unreadable = con.execute(sql.text("unreadable_versions"),
+                             {"pub": pub_id, "days": [dt.date.fromisoformat(d) for d in sorted(new)]}).fetchall()
+    for day, applied, named in unreadable:
+        built = set(json.loads(applied) if applied else ()) | set(json.loads(named) if named else ())
+        covered = set().union(*(keys.get(b, set()) for b in built))
+        customers = {c for c, _ in covered if c is not None}
+        lines = {line for _, line in covered if line is not None}
+        for request in new[day.isoformat()]:
+            if any(c not in customers if c is not None else line not in lines for c, line in keys.get(request, ())):
+                held.setdefault(day.isoformat(), set()).add(request)
     return held
 
 
