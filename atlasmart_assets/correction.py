@@ -483,7 +483,6 @@ def _correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool]
             outcome.publication = publish(wh, wh.scratch_path(run_id), scope.window, scope.run, CODE_VERSION,
                                           days, expected, stats=stats, give_way=give_way, on_chunk=written,
                                           line_ids_as_of=repeats.as_of_seq,
-                                          requests_loaded=[r.request_id for r in ref.requests],
                                           deletion_keys=ref.deletion_keys)
             wh.drop_scratch(run_id)
             progress.done("publish", f"publication {outcome.publication.publication_id}, "

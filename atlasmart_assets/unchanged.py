@@ -42,7 +42,7 @@ def _this_release(fingerprint: str | None) -> bool:
 Requested = Mapping[str, Collection[str]]  # day -> the deletion requests naming a record of it
 
 
-def _named(now: Current) -> Collection[str]:
+def _named_when_built(now: Current) -> Collection[str]:
     """The deletion requests that named a record of the day's evidence when its version was built; for a version
     written before they were recorded (migration 014), those it applied, as compared before."""
     return now.requests_named if now.requests_named is not None else now.requests_applied
@@ -64,7 +64,7 @@ def eligible(current: dict[str, Current], evidence: dict[str, candidates.Evidenc
         if (now is not None and ev is not None and _this_release(now.fingerprint) and now.stored_as
                 and now.kind == "publish" and now.code_version == code_version
                 and now.dimension_version == dimension_version and now.input_sha256 == ev.digest
-                and (requested is None or set(requested.get(day, ())) == set(_named(now)))):
+                and (requested is None or set(requested.get(day, ())) == set(_named_when_built(now)))):
             out.append(day)
     return out
 

@@ -314,7 +314,6 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
             restored: dict[str, str] | None = None, stored: dict[str, str] | None = None,
             stats: LockStats | None = None, give_way: GiveWay | None = None,
             on_chunk: OnChunk | None = None, line_ids_as_of: int | None = None,
-            requests_loaded: Collection[str] | None = None,
             deletion_keys: pd.DataFrame | None = None) -> Publication:
     """Publish staged, fact and mart for the whole window in ONE commit, with the ledger and the prior version;
     then swap the extracts in. A window of more than one chunk (ATLASMART_CHUNK_DAYS days, or ATLASMART_CHUNK_LINES
@@ -322,10 +321,10 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
     ahead into the version store, so its commit moves the ledger's pointers (and the small mart) rather than rows,
     and retention follows the commit; a window of one chunk (today's load) does all of it in the commit, one hold.
     `expected` is what the audit compared against: if another publisher moved a partition since, nothing is
-    published; nor if a day's current version applied or was built under a deletion request not in
-    `requests_loaded` (a correction's: the requests it loaded, `deletion_keys` their keys, which decide the days
-    whose earlier versions a request erases: _erasing). `stored` (a rollback's): days whose rows the version
-    store holds already (-> the publication that stored them), pointed at rather than written.
+    published; nor if a day's current version applied or was built under a deletion request not among
+    `deletion_keys` (a correction's: the keys of the requests it loaded, which also decide the days whose earlier
+    versions a request erases: _erasing). `stored` (a rollback's): days whose rows the version store holds already
+    (-> the publication that stored them), pointed at rather than written.
     `give_way` (a backfill's) is called before each hold of a long write, `on_chunk` (k, n, days, how many of them
     were written) after each chunk of the write ahead. `line_ids_as_of`: the ledger seq at which the candidate's
     line ids were searched among the published days (a correction's cross-day audit); the commit refuses if a day
@@ -354,8 +353,8 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
             before = ledger.current(con, window)
             if expected is not None:
                 _refuse_if_moved(before, expected, sorted(set(before) | set(expected)))
-            if requests_loaded is not None:
-                _refuse_if_requests_unseen(before, requests_loaded)
+            if deletion_keys is not None:
+                _refuse_if_requests_unseen(before, set(deletion_keys["request_id"].astype(str)))
             if ahead:
                 _refuse_if_abandoned(con, pub_id)
             if restored:  # a day without rows has nothing retention could drop (the restore passes it too)
