@@ -126,9 +126,7 @@ def _read_published(wh: Warehouse, scope: RunScope, stats: LockStats, need_raw: 
 
 
 def _suppressed_key_counts(con: duckdb.DuckDBPyConnection, scope: RunScope) -> dict[str, int]:
-    rows = con.execute("select f.partition_date, count(*) from candidate.fct_order_lines f join candidate.deletion_keys k "
-                       "on f.customer_id = k.customer_id or f.line_id = k.line_id "
-                       "where f.partition_date between $start and $end group by 1", scope.window.params).fetchall()
+    rows = con.execute(sql.text("suppressed_key_counts"), scope.window.params).fetchall()
     return {d.isoformat(): n for d, n in rows}
 
 

@@ -14,6 +14,7 @@ from atlasmart_assets import deletions, dimension
 from atlasmart_assets.audits import Audit
 from atlasmart_assets.contract import STAGED_ORDER_LINES
 from atlasmart_assets.resources import Warehouse
+from atlasmart_assets.warehouse.rows import insert_rows
 
 REFERENCE_VALID = "staged_order_lines_reference_data_valid"
 DESCRIPTION = ("The customer dimension's batches and the deletion requests parse, validate (no overlapping or gapped "
@@ -90,16 +91,24 @@ def _unchanged(what: str, seen: dict[str, tuple[Any, ...]], now: dict[str, str],
     return problems
 
 
+DIMENSION_BATCH_COLUMNS = (("batch_id", "varchar"), ("file", "varchar"), ("sha256", "varchar"),
+                           ("customers", "bigint"), ("first_run_id", "varchar"))
+REQUEST_COLUMNS = (("request_id", "varchar"), ("file", "varchar"), ("sha256", "varchar"), ("requested_at", "varchar"),
+                   ("reason", "varchar"), ("customer_id", "varchar"), ("line_ids", "varchar"),
+                   ("first_run_id", "varchar"))
+FIRST_LOADED = (("first_loaded_at", "now()"),)
+
+
 def record_first_sightings(con: duckdb.DuckDBPyConnection, ref: Reference, run_id: str) -> None:
-    for b in ref.batches:
-        con.execute("insert into raw.dimension_batches values ($id, $file, $sha, $n, now(), $run) on conflict do nothing",
-                    {"id": b.batch_id, "file": str(b.path), "sha": b.sha256, "n": len(b.customers), "run": run_id})
-    for r in ref.requests:
-        con.execute("insert into raw.deletion_requests values ($id, $file, $sha, $at, $reason, $customer, $lines, "
-                    "now(), $run) on conflict do nothing",
-                    {"id": r.request_id, "file": str(r.path), "sha": r.sha256, "at": r.requested_at,
-                     "reason": r.reason, "customer": r.customer_id,
-                     "lines": json.dumps(list(r.line_ids)) if r.line_ids else None, "run": run_id})
+    """Record each dimension batch and deletion request not recorded yet, as first loaded by `run_id`: one statement
+    per table, in the caller's hold (a row at a time, 3,000 requests held the warehouse 6 s on every run)."""
+    insert_rows(con, "raw.dimension_batches", DIMENSION_BATCH_COLUMNS,
+                [(b.batch_id, str(b.path), b.sha256, len(b.customers), run_id) for b in ref.batches],
+                suffix="on conflict do nothing", computed=FIRST_LOADED)
+    insert_rows(con, "raw.deletion_requests", REQUEST_COLUMNS,
+                [(r.request_id, str(r.path), r.sha256, r.requested_at, r.reason, r.customer_id,
+                  json.dumps(list(r.line_ids)) if r.line_ids else None, run_id) for r in ref.requests],
+                suffix="on conflict do nothing", computed=FIRST_LOADED)
 
 
 def unknown_subjects(ref: Reference) -> list[str]:
