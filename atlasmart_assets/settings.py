@@ -143,6 +143,10 @@ def _memory(env: Mapping[str, str], name: str, default: str) -> str:
     a typo would otherwise surface as DuckDB's error at the first connection of some run, or a limit of a few
     bytes."""
     value = str(env.get(name, default)).strip()
+    # DuckDB reads any negative size as no limit of ours (its default, 80 % of the machine); only -1 says so.
+    if value.startswith("-") and value != "-1":
+        raise ValueError(f"{name}={value!r} is negative: a memory limit is a size such as 1GB, or -1 for DuckDB's "
+                         "default (80 % of the machine)")
     try:
         size = memory_bytes(duckdb_memory_limit(value))
     except ValueError as exc:

@@ -204,7 +204,7 @@ def test_a_megabyte_schema_version_does_not_push_the_problem_out_of_the_refusal(
     assert "1 lines lack unit_cost" in text and len(text) < 20_000, text[:300]
 
 
-@pytest.mark.parametrize("limit", ["150%", "1000%", "\u0661GB", "16MB"])
+@pytest.mark.parametrize("limit", ["150%", "1000%", "\u0661GB", "16MB", "-5GB", "-1GB", " -2"])
 def test_a_memory_limit_no_run_could_work_in_is_refused_when_the_code_location_loads(limit: str) -> None:
     with pytest.raises(ValueError) as err:
         settings.load({"ATLASMART_DUCKDB_MEMORY_LIMIT": limit})
