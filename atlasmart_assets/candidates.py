@@ -8,7 +8,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Collection, Iterator
+from typing import Any, Collection, Iterator, Mapping
 
 import duckdb
 import pandas as pd
@@ -16,6 +16,7 @@ import pandas as pd
 from atlasmart_assets import extracts, sql
 from atlasmart_assets.contract import CONTROL_NAMES
 from atlasmart_assets.warehouse.ledger import DayCandidate
+from atlasmart_assets.warehouse.rows import create_table
 from atlasmart_assets.window import Window
 
 
@@ -124,17 +125,21 @@ def joins_as_written(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
         con.execute("reset disabled_optimizers")
 
 
-def suppressed(con: duckdb.DuckDBPyConnection, window: Window) -> dict[str, dict[str, Any]]:
-    """Per day: the controls the suppressed lines take out, the requests that suppressed them, and each suppressed
-    line's requests."""
+def suppressed(con: duckdb.DuckDBPyConnection, window: Window,
+               applied: Mapping[str, Collection[str]] | None = None) -> dict[str, dict[str, Any]]:
+    """Per day: the controls the suppressed lines take out and the requests that suppressed them; given `applied`
+    (per day, the requests its current version applied), `newly`: the suppressed lines no request it applied names,
+    which the row-delta audit counts back (a second request for lines already left out is no new suppression)."""
     out = {}
     for row in con.execute(sql.text("suppressed_controls"), window.params).fetchall():
-        out[row[0].isoformat()] = {"controls": [number(x) for x in row[1:7]], "requests": list(row[7]),
-                                   "line_requests": []}
-    # Every request that names each line: the row-delta audit counts back only the lines none of whose requests the
-    # day's current version had applied (a second request for lines already left out is no new suppression).
-    for day, requests in con.execute(sql.text("suppressed_line_requests"), window.params).fetchall():
-        out[day.isoformat()]["line_requests"].append(tuple(requests))
+        out[row[0].isoformat()] = {"controls": [number(x) for x in row[1:7]], "requests": list(row[7]), "newly": 0}
+    if applied is None or not out:
+        return out
+    create_table(con, "applied_requests", (("partition_date", "date"), ("request_id", "varchar")),
+                 [(dt.date.fromisoformat(d), r) for d, requests in applied.items() if d in out for r in requests],
+                 temp=True)
+    for day, lines in con.execute(sql.text("newly_suppressed"), window.params).fetchall():
+        out[day.isoformat()]["newly"] = int(lines)
     return out
 
 

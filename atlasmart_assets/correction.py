@@ -140,13 +140,10 @@ def _reconciled(evidence: dict[str, candidates.Evidence],
     return out
 
 
-def _newly_suppressed(suppressed: dict[str, Any] | None, current: Current | None) -> int:
+def _newly_suppressed(suppressed: dict[str, Any] | None) -> int:
     """The lines deletion requests suppress that the day's current version still holds: those named by no request
-    it applied."""
-    if not suppressed:
-        return 0
-    applied = set(current.requests_applied) if current is not None else set()
-    return sum(1 for requests in suppressed["line_requests"] if not applied.intersection(requests))
+    it applied (candidates.suppressed)."""
+    return int(suppressed["newly"]) if suppressed else 0
 
 
 def audit(scope: RunScope, con: duckdb.DuckDBPyConnection, current: dict[str, Current],
@@ -188,7 +185,7 @@ def audit(scope: RunScope, con: duckdb.DuckDBPyConnection, current: dict[str, Cu
         # requests the day's current version had not applied yet are counted back. Those it had applied are not in
         # its rows either (counting them back made a day of 5 lines, 7 suppressed, read as doubled from 5 to 12).
         audits.row_delta_within_bounds(ROW_DELTA, FCT_ORDER_LINES,
-                                       {d: n + _newly_suppressed(suppressed.get(d), current.get(d))
+                                       {d: n + _newly_suppressed(suppressed.get(d))
                                         for d, n in rows_after.items()}, rows_now, shrink_threshold,
                                        scope.run.accept_shrink),
         audits.unique_across_days(UNIQUE_ACROSS_DAYS, FCT_ORDER_LINES, repeats.other_days),
@@ -335,7 +332,8 @@ def _audit_candidates(wh: Warehouse, scope: RunScope, threads: int | None, curre
     (`requested`), and the staged figures per day."""
     con = wh.open_scratch(scope.run.run_id, threads)
     try:
-        suppressed = candidates.suppressed(con, scope.window)
+        suppressed = candidates.suppressed(con, scope.window,
+                                           {d: c.requests_applied for d, c in current.items()})
         staged_figures = candidates.controls(con, "candidate.staged_order_lines", scope.window, kind="staged")
         found, days = audit(scope, con, current, evidence, wh.settings.shrink_threshold, repeats, ref, suppressed,
                             built)

@@ -62,8 +62,9 @@ def _scratch(tmp_path: Path) -> tuple[duckdb.DuckDBPyConnection, pd.DataFrame]:
 def test_what_a_build_reads_of_deletion_requests_it_joins_by_equality(tmp_path: Path) -> None:
     con, keys = _scratch(tmp_path)
     params = WINDOW.params
+    candidates.suppressed(con, WINDOW, {WINDOW.keys[0]: ["DR-0001"]})  # leaves applied_requests behind
     for name, query in (("suppressed_lines", sql.text("suppressed_lines").format(days="true")),
-                        ("suppressed_line_requests", sql.text("suppressed_line_requests")),
+                        ("newly_suppressed", sql.text("newly_suppressed")),
                         ("suppressed_key_counts", sql.text("suppressed_key_counts"))):
         plan = _plan(con, query, params)
         assert "HASH_JOIN" in plan and not set(plan) & set(LOOPS), (name, plan)
@@ -85,13 +86,21 @@ def test_the_equality_joins_find_what_a_join_on_either_key_finds(tmp_path: Path)
     got = con.execute("select partition_date, line_id, request_id from candidate.suppressed_lines order by all"
                       ).fetchall()
     assert got == expected and len({r[2] for r in got}) == 4, got
-    named_twice = con.execute(sql.text("suppressed_line_requests"), params).fetchall()
-    assert sorted(len(r[1]) for r in named_twice).count(2) == 1, named_twice
-    assert sorted((d, sorted(r)) for d, r in named_twice) == sorted(
-        (d, sorted(r)) for d, r in con.execute(
-            "select s.partition_date, list(distinct k.request_id) from candidate.suppressed_lines s join "
-            f"candidate.deletion_keys k on {either.replace('m.', 's.')} group by s.partition_date, s.line_id"
-        ).fetchall())
+    # Per day, the suppressed lines no request the day's current version applied names (counted back by the
+    # row-delta audit), against the join on either key, line by line, for several sets of applied requests.
+    requests_of = {}
+    for day, line_id, request_id in con.execute(
+            "select s.partition_date::varchar, s.line_id, k.request_id from candidate.suppressed_lines s join "
+            f"candidate.deletion_keys k on {either.replace('m.', 's.')}").fetchall():
+        requests_of.setdefault((day, line_id), set()).add(request_id)
+    assert sum(1 for r in requests_of.values() if len(r) == 2) == 1  # the line named by its customer and its id
+    days = sorted({d for d, _ in requests_of})
+    for applied in ({}, {d: ["DR-0001"] for d in days}, {d: ["DR-0003"] for d in days},
+                    {days[0]: ["DR-0001", "DR-0002", "DR-0003", "DR-0004"], days[1]: ["DR-0004"]}):
+        got = {d: x["newly"] for d, x in candidates.suppressed(con, WINDOW, applied).items()}
+        expected = {d: sum(1 for (day, _), r in requests_of.items() if day == d and not r & set(applied.get(d, ())))
+                    for d in days}
+        assert got == expected, (applied, got, expected)
     # The fact candidate holds none of them: the audit's count is of nothing.
     assert con.execute(sql.text("suppressed_key_counts"), params).fetchall() == []
     con.execute("create schema published")
