@@ -139,6 +139,18 @@ def _previous_batches(con: duckdb.DuckDBPyConnection, after: Mapping[str, Any] |
     return {d: {b["batch"] for b in json.loads(batches)} for d, batches in rows if batches}
 
 
+# Request ids named per day in a notice: requests accumulate, and a year's notice listing 3,000 on each day was 12 MB.
+REQUESTS_SHOWN = 10
+
+
+def _some(requests: Sequence[str]) -> str:
+    """The first REQUESTS_SHOWN request ids, and how many more (the day's ledger row and extract list every one)."""
+    shown = ", ".join(requests[:REQUESTS_SHOWN])
+    more = len(requests) - REQUESTS_SHOWN
+    return shown + (f" and {more:,} more (all in the day's ledger row and extract: requests_applied)" if more > 0
+                    else "")
+
+
 def _inputs(after: Mapping[str, Any] | None, previous: Mapping[str, set[str]] | None = None) -> dict[str, str]:
     """What each day read, from the publish's candidates: its landing batches (those new since the day's previous
     publication marked "added"), the dimension version and the deletion requests applied."""
@@ -154,7 +166,7 @@ def _inputs(after: Mapping[str, Any] | None, previous: Mapping[str, set[str]] | 
             if getattr(cand, "dimension_version", None):
                 out[day] += f"; dimension version {cand.dimension_version}"
             if getattr(cand, "requests_applied", None):
-                out[day] += f"; deletion requests applied: {', '.join(cand.requests_applied)}"
+                out[day] += f"; deletion requests applied: {_some(cand.requests_applied)}"
         elif getattr(cand, "input_sha256", None):
             out[day] = (f"raw sha256 {cand.input_sha256[:12]}, source high sequence "
                         f"{getattr(cand, 'source_high_sequence', None)}")
