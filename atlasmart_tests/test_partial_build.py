@@ -1,6 +1,7 @@
-"""A correction that builds some days of its window (late batches landed on a few of them) runs its staged build with
-the joins as the SQL states them: the merged lines are never the side a hash join builds, whatever DuckDB estimates
-for them filtered to those days. Found at a year's scale: a re-publish after late batches on every third day ran out
+"""A correction that builds some days of its window (late batches landed on a few of them) plans its staged build as
+one of every day: the merged lines, filtered to those days, are not the side a hash join builds where the dimension
+is smaller than they are (DuckDB builds on the side it estimates smaller; its join-order pass estimated them at a few
+hundred rows, and the build runs without it: candidates.joins_as_written). Found at a year's scale: a re-publish after late batches on every third day ran out
 of memory at the default 1 GB limit, the merged lines of 122 days on the build side of the merge and customer joins;
 the same days built with the written order peaked at 511 MiB (README: Known limits)."""
 

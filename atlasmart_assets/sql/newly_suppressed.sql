@@ -29,7 +29,7 @@ seen as (
     inner join applied_keys
         on suppressed.partition_date = applied_keys.partition_date
         and suppressed.customer_id = applied_keys.customer_id
-    union
+    union all
     select
         suppressed.partition_date,
         suppressed.line_id
