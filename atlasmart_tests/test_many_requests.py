@@ -11,10 +11,11 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from atlasmart_assets import candidates, deletions, dimension, generate, raw_files, reference, sql
+from atlasmart_assets import candidates, deletions, dimension, generate, reference, sql
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.window import Window
 from atlasmart_tests.evidence_edits import deletion_request
+from atlasmart_tests.plans import Watched, merged_scratch, operators, plan_of
 
 START = dt.date(2026, 8, 1)
 WINDOW = Window.of(START.isoformat(), (START + dt.timedelta(days=5)).isoformat())
@@ -22,16 +23,8 @@ WINDOW = Window.of(START.isoformat(), (START + dt.timedelta(days=5)).isoformat()
 LOOPS = ("NESTED_LOOP_JOIN", "BLOCKWISE_NL_JOIN", "CROSS_PRODUCT", "PIECEWISE_MERGE_JOIN")
 
 
-def _operators(nodes: list[dict[str, Any]]) -> list[str]:
-    out: list[str] = []
-    for node in nodes:
-        out.append(node.get("name", ""))
-        out += _operators(node.get("children", []))
-    return out
-
-
 def _plan(con: duckdb.DuckDBPyConnection, query: str, params: dict[str, Any] | None = None) -> list[str]:
-    return _operators(json.loads(con.execute(f"explain (format json) {query}", params).fetchall()[0][1]))
+    return [node.get("name", "") for node in operators(plan_of(con, query, params))]
 
 
 def _scratch(tmp_path: Path) -> tuple[duckdb.DuckDBPyConnection, pd.DataFrame]:
@@ -39,10 +32,7 @@ def _scratch(tmp_path: Path) -> tuple[duckdb.DuckDBPyConnection, pd.DataFrame]:
     one of them a line of a named customer (named twice), one a line no day holds."""
     raw = tmp_path / "raw"
     generate.write_synthetic(raw, START, 6, 300, 25)
-    con = duckdb.connect(str(tmp_path / "scratch.duckdb"))
-    con.execute("create schema candidate")
-    raw_files.load_window(con, raw, WINDOW)
-    candidates.merge_evidence(con)
+    con = merged_scratch(tmp_path / "scratch.duckdb", raw, WINDOW)
     customers = [r[0] for r in con.execute("select distinct customer_id from candidate.merged_lines order by 1 "
                                            "limit 2").fetchall()]
     of_first = con.execute("select line_id from candidate.merged_lines where customer_id = $c order by line_id limit 1",
@@ -81,7 +71,8 @@ def test_the_equality_joins_find_what_a_join_on_either_key_finds(tmp_path: Path)
     params = WINDOW.params
     either = "(m.customer_id = k.customer_id or m.line_id = k.line_id)"
     expected = con.execute(
-        "select m.partition_date, m.line_id, min(k.request_id) from candidate.merged_lines m join candidate.deletion_keys k "
+        "select m.partition_date, m.line_id, min(k.request_id) from candidate.merged_lines m "
+        "join candidate.deletion_keys k "
         f"on {either} where m.partition_date between $start and $end group by all order by all", params).fetchall()
     got = con.execute("select partition_date, line_id, request_id from candidate.suppressed_lines order by all"
                       ).fetchall()
@@ -112,26 +103,13 @@ def test_the_equality_joins_find_what_a_join_on_either_key_finds(tmp_path: Path)
         f"deletion_keys_in_force k on {either} group by all order by all").fetchall()
 
 
-class Statements:
-    """A DuckDB connection that counts the statements run on it."""
-
-    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
-        self.con = con
-        self.count = 0
-
-    def execute(self, query: str, params: Any = None) -> duckdb.DuckDBPyConnection:
-        self.count += 1
-        return self.con.execute(query, params)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.con, name)
-
-
 def _recorded(wh: Warehouse, ref: reference.Reference, run_id: str) -> int:
+    """How many statements recording `ref`'s first sightings runs."""
+    statements: list[str] = []
     with wh.writer() as con:
-        counted = Statements(con)
-        reference.record_first_sightings(counted, ref, run_id)  # type: ignore[arg-type]
-        return counted.count
+        watched = Watched(con, lambda query, _: statements.append(query))
+        reference.record_first_sightings(watched, ref, run_id)  # type: ignore[arg-type]
+    return len(statements)
 
 
 def test_recording_requests_takes_the_same_statements_for_one_or_hundreds(env, tmp_path: Path) -> None:  # noqa: ANN001
