@@ -1,7 +1,6 @@
 """Jobs: the daily chain (what the schedule runs), the operator's rollback, and the backfill plan."""
 
 
-import json
 import sys
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -12,12 +11,13 @@ from pydantic import Field
 from atlasmart_assets import capacity, event_storage, notices, plan
 from atlasmart_assets import rollback as rollback_mod
 from atlasmart_assets.alerts.format import short_window
-from atlasmart_assets.assets.common import controls_md
+from atlasmart_assets.assets import day_metadata
 from atlasmart_assets.assets.graph import asset_graph
 from atlasmart_assets.checks.freshness import revenue_daily_newest_partition_fresh
 from atlasmart_assets.contract import FCT_ORDER_LINES, RAW_CUSTOMERS, REVENUE_DAILY, STAGED_ORDER_LINES
 from atlasmart_assets.progress import Progress
 from atlasmart_assets.resources import Warehouse
+from atlasmart_assets.warehouse.connection import LockStats
 from atlasmart_assets.warehouse.ledger import Publication
 
 # `atlasmart rollback` tags its run so (cli.py): the rollback's lines then also go to the terminal.
@@ -73,23 +73,14 @@ RESTORED_ASSETS = (STAGED_ORDER_LINES, FCT_ORDER_LINES, REVENUE_DAILY)
 
 
 def _restored_metadata(pub: Publication, day: str, restored_from: str | None, asset: tuple[str, ...],
-                       notice: Path | None, run_wide: bool) -> dict[str, Any]:
-    """One restored partition's materialization: what readers see now, and which version it is; the rollback's own
-    figures (publication, notice) only where `run_wide` (the newest day's), as a correction's are."""
-    after, before = pub.after[day], pub.before.get(day)
-    rows = len(json.loads(after.extract_json)["rows"]) if asset == REVENUE_DAILY else after.rows
-    meta: dict[str, Any] = {
-        "dagster/row_count": rows,
-        "restored_from": restored_from or "",
-        "sha256": after.sha256,
-        "controls": controls_md(before.controls if before else None, after.controls,
-                                before.sha256 if before and before.sha256 != after.sha256 else None),
-    }
-    if run_wide:
-        meta.update({"publication_id": pub.publication_id, "kind": "rollback", "window": str(pub.window)})
-        if notice is not None:
-            meta["change_notice"] = dg.MetadataValue.path(str(notice))
-    return meta
+                       published_dir: Path, run_wide: dict[str, Any] | None) -> dict[str, Any]:
+    """One restored partition's materialization: which version it is, and what readers see now, each asset its own
+    figures as a correction's event carries them (day_metadata); the rollback's own figures (`run_wide`:
+    publication, notice, lock figures) only on the newest day's, as a correction's are."""
+    own: dict[str, Any] = (day_metadata.fact(pub, day) if asset == FCT_ORDER_LINES else
+                           day_metadata.mart(pub, day, published_dir) if asset == REVENUE_DAILY else
+                           {"dagster/row_count": pub.after[day].rows})
+    return {**own, "restored_from": restored_from or "", **(run_wide or {})}
 
 
 @dg.op(out=dg.Out(dict, description="publication_id, window and the restored partitions (rows, controls, sha256)"))
@@ -119,25 +110,30 @@ def _log_for(context: dg.OpExecutionContext) -> Callable[[str], None]:
 def _roll_back_and_report(context: dg.OpExecutionContext, config: RollbackConfig, warehouse: Warehouse,
                           progress: Progress) -> Iterator[dg.DagsterEvent | dg.Output]:
     log = _log_for(context)
+    stats = LockStats()
     pub = rollback_mod.rollback(warehouse, config.start, config.end, config.reason, context.run.run_id,
                                 config.to_publication, progress,
                                 capacity.GiveWay(context.instance, warehouse.settings.backfill_give_way_s,
-                                                 lambda line: log(f"rollback: {line}")))
+                                                 lambda line: log(f"rollback: {line}")), stats)
     context.log.info(f"rolled back {pub.window}: publication {pub.publication_id}, {len(pub.changed)} partition(s) "
                      f"changed: {short_window(pub.changed) or 'none'}")
-    with warehouse.reader() as con:
+    with warehouse.reader(stats=stats) as con:
         restored = dict(con.execute("select partition_date::varchar, restored_from from audit.publications "
                                     "where publication_id = $p", {"p": pub.publication_id}).fetchall())
     notice = notices.notice_path(warehouse.settings, pub.publication_id)
     notice = notice if notice.exists() else None
     newest = max(pub.after)
+    run_wide = {"publication_id": pub.publication_id, "kind": "rollback", "window": str(pub.window),
+                **({"change_notice": dg.MetadataValue.path(str(notice))} if notice is not None else {}),
+                "publish_lock_hold_s": round(pub.lock_hold_s, 3), **stats.figures()}
     progress.writing_events(f"{len(RESTORED_ASSETS) * len(pub.after):,} partition materializations")
     yield from event_storage.batched(context, [
         dg.AssetMaterialization(
             asset_key=list(asset), partition=day,
             description=f"Rolled back to {restored.get(day)}" + (
                 f" by {pub.publication_id} ({pub.window}): {config.reason}" if day == newest else ""),
-            metadata=_restored_metadata(pub, day, restored.get(day), asset, notice, day == newest))
+            metadata=_restored_metadata(pub, day, restored.get(day), asset, warehouse.settings.published_dir,
+                                        run_wide if day == newest else None))
         for day in sorted(pub.after) for asset in RESTORED_ASSETS])
     progress.done("events", f"{len(RESTORED_ASSETS) * len(pub.after):,} partition materializations "
                             f"({len(pub.after)} day(s) x {len(RESTORED_ASSETS)} assets)")

@@ -5,26 +5,16 @@ the version it restored), so repeated rollbacks walk back through history rather
 
 from __future__ import annotations
 
-import duckdb
-
-from atlasmart_assets import failpoints
+from atlasmart_assets import failpoints, sql
 from atlasmart_assets.alerts.format import window_label
 from atlasmart_assets.contract import CODE_VERSION
 from atlasmart_assets.progress import Progress
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunInfo
-from atlasmart_assets.warehouse.connection import GiveWay
+from atlasmart_assets.warehouse.connection import GiveWay, LockStats
 from atlasmart_assets.warehouse.ledger import Publication
 from atlasmart_assets.warehouse.publish import PublishConflict, publish, restore_candidates
 from atlasmart_assets.window import Window
-
-
-def _row(con: duckdb.DuckDBPyConnection, partition: str, pub_id: str) -> tuple[str | None, str | None, str]:
-    row = con.execute("select prev_publication_id, restored_from, kind from audit.publications "
-                      "where partition_date = $d::date and publication_id = $p", {"d": partition, "p": pub_id}).fetchone()
-    if row is None:
-        raise ValueError(f"publication {pub_id} did not publish partition {partition}")
-    return row[0], row[1], row[2]
 
 
 def targets(wh: Warehouse, window: Window, to_publication: str | None) -> dict[str, str]:
@@ -32,28 +22,32 @@ def targets(wh: Warehouse, window: Window, to_publication: str | None) -> dict[s
     return _targets(wh, window, to_publication)[0]
 
 
-def _targets(wh: Warehouse, window: Window, to_publication: str | None) -> tuple[dict[str, str], dict[str, str]]:
+def _targets(wh: Warehouse, window: Window, to_publication: str | None,
+             stats: LockStats | None = None) -> tuple[dict[str, str], dict[str, str]]:
     """Which publication each partition of the window is restored to, and the current one it was chosen from."""
-    with wh.reader() as con:
-        now = dict(con.execute("select partition_date::varchar, publication_id from audit.current_publications "
-                               "where partition_date between $start and $end", window.params).fetchall())
-        missing = [p for p in window.keys if p not in now]
-        if missing:
-            raise ValueError(f"cannot roll back {window}: partitions {window_label(missing)} were never published")
-        if to_publication:
-            for p in window.keys:
-                _row(con, p, to_publication)
-            return {p: to_publication for p in window.keys}, now
-        out = {}
+    with wh.reader(stats=stats) as con:
+        rows = con.execute(sql.text("rollback_targets"), {**window.params, "to": to_publication}).fetchall()
+    found = {day: (current, shown, shown_found, prev, to_found)
+             for day, current, shown, shown_found, prev, to_found in rows}
+    now = {day: row[0] for day, row in found.items()}
+    missing = [p for p in window.keys if p not in found]
+    if missing:
+        raise ValueError(f"cannot roll back {window}: partitions {window_label(missing)} were never published")
+    if to_publication:
         for p in window.keys:
-            _, restored_from, _ = _row(con, p, now[p])
-            shown = restored_from or now[p]
-            prev, _, _ = _row(con, p, shown)
-            if prev is None:
-                raise ValueError(f"cannot roll back {window}: partition {p} shows its first publication ({shown}); "
-                                 "there is nothing earlier to restore")
-            out[p] = prev
-        return out, now
+            if not found[p][4]:
+                raise ValueError(f"publication {to_publication} did not publish partition {p}")
+        return {p: to_publication for p in window.keys}, now
+    out = {}
+    for p in window.keys:
+        _, shown, shown_found, prev, _ = found[p]
+        if not shown_found:
+            raise ValueError(f"publication {shown} did not publish partition {p}")
+        if prev is None:
+            raise ValueError(f"cannot roll back {window}: partition {p} shows its first publication ({shown}); "
+                             "there is nothing earlier to restore")
+        out[p] = prev
+    return out, now
 
 
 REASON_MAX_CHARS = 1000
@@ -74,17 +68,18 @@ def header(start: str, end: str | None) -> str:
 
 def rollback(wh: Warehouse, start: str, end: str | None, reason: str, run_id: str,
              to_publication: str | None = None, progress: Progress | None = None,
-             give_way: GiveWay | None = None) -> Publication:
+             give_way: GiveWay | None = None, stats: LockStats | None = None) -> Publication:
     """Restore the chosen publication of every partition of [start, end] in one commit. `progress`: the run log's
     (default: none logged). `give_way` (the rollback job's): called before each warehouse hold of its long writes,
-    as a backfill's, so today's load neither queues behind a year's chunks nor shares its cores with them."""
+    as a backfill's, so today's load neither queues behind a year's chunks nor shares its cores with them. `stats`:
+    the figures of each of its warehouse holds."""
     progress = progress or Progress(None, header(start, end), PHASES)
     with progress.stopping():
-        return _rollback(wh, start, end, reason, run_id, to_publication, progress, give_way)
+        return _rollback(wh, start, end, reason, run_id, to_publication, progress, give_way, stats)
 
 
 def _rollback(wh: Warehouse, start: str, end: str | None, reason: str, run_id: str, to_publication: str | None,
-              progress: Progress, give_way: GiveWay | None) -> Publication:
+              progress: Progress, give_way: GiveWay | None, stats: LockStats | None) -> Publication:
     if not reason.strip():
         raise ValueError("a rollback needs a reason (it is recorded in the ledger)")
     if len(reason) > REASON_MAX_CHARS:
@@ -92,7 +87,7 @@ def _rollback(wh: Warehouse, start: str, end: str | None, reason: str, run_id: s
                          "have (it goes into the ledger, the notice, the Slack message and the run's events): say "
                          "why in short and point to the rest (an incident link, say)")
     window = Window.of(start, end)
-    chosen, chosen_from = _targets(wh, window, to_publication)
+    chosen, chosen_from = _targets(wh, window, to_publication, stats)
     progress.done("targets", f"{len(chosen)} partition(s), to {len(set(chosen.values()))} earlier publication(s)")
     scratch = wh.scratch_path(run_id)
 
@@ -103,7 +98,7 @@ def _rollback(wh: Warehouse, start: str, end: str | None, reason: str, run_id: s
                            "written")
 
     try:
-        after, restored, now, stored = restore_candidates(wh, scratch, window, chosen, give_way)
+        after, restored, now, stored = restore_candidates(wh, scratch, window, chosen, give_way, stats)
         # The targets were chosen in a read of their own: a day published since then would be rolled back past.
         moved = sorted(p for p, pub in chosen_from.items() if p not in now or now[p].publication_id != pub)
         if moved:
@@ -113,7 +108,8 @@ def _rollback(wh: Warehouse, start: str, end: str | None, reason: str, run_id: s
                                  "pointed at where the version store holds them")
         failpoints.hold("rollback_restored", run_id)
         pub = publish(wh, scratch, window, RunInfo(run_id, None, reason), CODE_VERSION, after, now,
-                      kind="rollback", restored=restored, stored=stored, give_way=give_way, on_chunk=written)
+                      kind="rollback", restored=restored, stored=stored, give_way=give_way, on_chunk=written,
+                      stats=stats)
         progress.done("publish", f"publication {pub.publication_id}, {len(pub.after)} partition(s) restored, "
                                  f"{len(pub.changed)} of them to other content")
         failpoints.hold("rollback_committed", run_id)

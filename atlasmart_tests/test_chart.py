@@ -72,3 +72,43 @@ def test_a_years_correction_changing_every_day_is_charted_by_week_within_one_eve
     labels, panels = chart.weekly(days, {"rows": ([1.0] * 365, [2.0] * 365)})
     assert len(labels) == 53 and labels[0] == "wk 2025-09-22" and panels["rows"][1][-1] == 2.0, \
         "a week the window cuts short is a mean, not a cliff"
+
+
+def test_the_change_chart_is_drawn_while_the_publish_writes_and_of_the_publication_it_commits(
+        env, published, tmp_path, monkeypatch) -> None:
+    """correct(draw=...) draws the publication's chart on a thread of its own while the publish works (a year's
+    chart was about a second of the step's events, after the commit): the publish is held just after its commit
+    until the drawing opens the gate, so a chart drawn only after the publish never opens it and the run fails
+    (GateNotOpened). What it draws is what the commit published: its id, the days it changed and the figures
+    before and after."""
+    from atlasmart_assets import correction
+    from atlasmart_assets.resources import Warehouse
+    from atlasmart_assets.scope import RunInfo, RunScope
+    from atlasmart_assets.warehouse.ledger import Publication
+    from atlasmart_assets.window import Window
+
+    published(("2026-09-18", "2026-09-20"))
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    (gates / "publish_committed.hold").touch()
+    (gates / "window_flagged.open").touch()
+    monkeypatch.setenv("ATLASMART_GATE_DIR", str(gates))
+    monkeypatch.setenv("ATLASMART_GATE_TIMEOUT_S", "60")
+    drawn: list[Publication] = []
+
+    def draw(pub: Publication) -> str:
+        drawn.append(pub)
+        (gates / "publish_committed.open").touch()
+        return "the chart"
+
+    scope = RunScope(Window.of("2026-09-18", "2026-09-20"), RunInfo("charted-run", "bf-charted"), "backfill",
+                     "2026-09-21", None)
+    outcome = correction.correct(Warehouse(), scope, lambda _r: True, draw=draw)
+    pub = outcome.publication
+    assert pub is not None and outcome.chart is not None and outcome.chart.result(timeout=60) == "the chart"
+    assert (gates / "charted-run.publish_committed.passed").exists(), "the publish passed the gate the drawing opened"
+    assert [p.publication_id for p in drawn] == [pub.publication_id]
+    assert drawn[0].changed == pub.changed and sorted(pub.before) == ["2026-09-18", "2026-09-19", "2026-09-20"]
+    assert {d: (c.rows, c.controls, c.sha256) for d, c in drawn[0].before.items()} == {
+        d: (c.rows, c.controls, c.sha256) for d, c in pub.before.items()}
+    assert drawn[0].after == pub.after

@@ -88,7 +88,7 @@ def _progress_lines(instance: dg.DagsterInstance, run_id: str, what: str) -> lis
     ("atlasmart_assets.candidates.build", "build", "correction", "[2/5] build"),
     ("atlasmart_assets.correction.audit", "audit", "correction", "[3/5] audit"),
     ("atlasmart_assets.raw_load._append", "append", "raw", "[3/4] append"),
-    ("atlasmart_assets.assets.correction._day_metadata", "metadata", "correction", "[5/5] events"),
+    ("atlasmart_assets.assets.day_metadata.fact", "metadata", "correction", "[5/5] events"),
 ])
 def test_a_step_stopped_by_an_error_in_any_phase_ends_its_log_there(env, instance, monkeypatch, target: str,
                                                                      name: str, step: str, phase: str) -> None:

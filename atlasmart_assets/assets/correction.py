@@ -1,9 +1,7 @@
 """staged.order_lines + fact.fct_order_lines + mart.revenue_daily (+ the published extracts): one multi-asset, so
 that a correction builds candidates, audits them and commits all three layers and the ledger at once."""
 
-
-import json
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 import dagster as dg
 
@@ -15,36 +13,19 @@ from atlasmart_assets.assets.common import (
     SCRATCH_MAX_AGE_S,
     StepCapacity,
     check_result,
-    controls_md,
     refuse,
     step_capacity,
 )
+from atlasmart_assets.assets import day_metadata
 from atlasmart_assets.assets.raw import customers, raw_order_lines
 from atlasmart_assets.assets.schemas import FACT_SCHEMA, MART_SCHEMA, STAGED_SCHEMA
 from atlasmart_assets.change_chart import change_chart
 from atlasmart_assets.contract import FCT_ORDER_LINES, OWNERS, REVENUE_DAILY, STAGED_ORDER_LINES, shown_id
-from atlasmart_assets.extracts import file_name
 from atlasmart_assets.notices import notice_path
 from atlasmart_assets.partitions import daily_partitions
 from atlasmart_assets.progress import Progress
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunScope, scope_of_context
-from atlasmart_assets.warehouse.ledger import Publication
-
-
-def _day_metadata(pub: Publication, day: str) -> dict[str, Any]:
-    """What one partition's materialization carries: its own figures only, as a person reads them in the UI. What
-    the mart's event of the same day carries (the extract and its sha256) is not repeated: a year's backfill writes
-    365."""
-    after, before = pub.after[day], pub.before.get(day)
-    changed = day in pub.changed
-    return {
-        "dagster/row_count": after.rows,
-        "controls": controls_md(before.controls if before else None, after.controls,
-                                before.sha256 if before and changed else None),
-        "changed": changed,
-        "input_sha256": after.input_sha256 or "",
-    }
 
 
 def _is_finished(instance: dg.DagsterInstance) -> Callable[[str], bool]:
@@ -92,7 +73,7 @@ def _correct_and_report(context: dg.AssetExecutionContext, warehouse: Warehouse,
                         progress: Progress) -> Iterator[dg.AssetCheckResult | dg.MaterializeResult]:
     """Build, audit and publish the window, then its check results and each day's materializations."""
     outcome = correction.correct(warehouse, scope, _is_finished(context.instance), cap.threads,
-                                 give_way=cap.give_way, lowered=cap.lowered, progress=progress)
+                                 give_way=cap.give_way, lowered=cap.lowered, progress=progress, draw=change_chart)
     if outcome.publication is not None:
         progress.writing_events(f"{len(outcome.audits)} check results and "
                                 f"{3 * len(outcome.publication.after):,} partition materializations")
@@ -104,7 +85,7 @@ def _correct_and_report(context: dg.AssetExecutionContext, warehouse: Warehouse,
     path = notice_path(cfg, scope.run.backfill_id or pub.publication_id)
     notice = {"change_notice": dg.MetadataValue.path(str(path))} if path.exists() else {}
     try:
-        image = change_chart(pub)
+        image = outcome.chart.result() if outcome.chart is not None else change_chart(pub)
     except Exception as exc:  # noqa: BLE001 - the publication is committed; a chart must never fail it
         context.log.warning(f"change chart not drawn: {type(exc).__name__}: {exc}")
         image = None
@@ -113,10 +94,9 @@ def _correct_and_report(context: dg.AssetExecutionContext, warehouse: Warehouse,
         context.add_asset_metadata({"dagster/row_count": staged["rows"],
                                     "unresolved_customers": staged["unresolved_customers"]},
                                    asset_key=list(STAGED_ORDER_LINES), partition_key=day)
-        context.add_asset_metadata(_day_metadata(pub, day), asset_key=list(FCT_ORDER_LINES), partition_key=day)
-        context.add_asset_metadata({"dagster/row_count": _mart_rows(pub, day), "sha256": pub.after[day].sha256,
-                                    "extract": dg.MetadataValue.path(str(cfg.published_dir / file_name(day)))},
-                                   asset_key=list(REVENUE_DAILY), partition_key=day)
+        context.add_asset_metadata(day_metadata.fact(pub, day), asset_key=list(FCT_ORDER_LINES), partition_key=day)
+        context.add_asset_metadata(day_metadata.mart(pub, day, cfg.published_dir), asset_key=list(REVENUE_DAILY),
+                                   partition_key=day)
     # The run's own figures (publication, notice, chart) go once, on the newest day's event: Dagster copies a ranged
     # MaterializeResult's metadata into every partition's event, which grows the event log with days x days.
     newest = max(pub.after)
@@ -135,7 +115,3 @@ def _correct_and_report(context: dg.AssetExecutionContext, warehouse: Warehouse,
     # Runs once Dagster has written the events of the last result yielded.
     progress.done("events", f"{3 * len(pub.after):,} partition materializations ({len(pub.after)} day(s) x 3 assets), "
                             f"{len(outcome.audits)} check results" + (", the change chart" if image else ""))
-
-
-def _mart_rows(pub: Publication, day: str) -> int:
-    return len(json.loads(pub.after[day].extract_json)["rows"])

@@ -314,7 +314,7 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
             restored: dict[str, str] | None = None, stored: dict[str, str] | None = None,
             stats: LockStats | None = None, give_way: GiveWay | None = None,
             on_chunk: OnChunk | None = None, line_ids_as_of: int | None = None,
-            deletion_keys: pd.DataFrame | None = None) -> Publication:
+            deletion_keys: pd.DataFrame | None = None, pub_id: str | None = None) -> Publication:
     """Publish staged, fact and mart for the whole window in ONE commit, with the ledger and the prior version;
     then swap the extracts in. A window of more than one chunk (ATLASMART_CHUNK_DAYS days, or ATLASMART_CHUNK_LINES
     lines of its days, written or pointed at: retention drops about as many) has its staged and fact rows written
@@ -328,9 +328,10 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
     `give_way` (a backfill's) is called before each hold of a long write, `on_chunk` (k, n, days, how many of them
     were written) after each chunk of the write ahead. `line_ids_as_of`: the ledger seq at which the candidate's
     line ids were searched among the published days (a correction's cross-day audit); the commit refuses if a day
-    published since holds one of them."""
+    published since holds one of them. `pub_id`: the publication's id, when the caller named it ahead (default: a new
+    one of `kind`)."""
     cfg = wh.settings
-    pub_id = ledger.new_publication_id(kind)
+    pub_id = pub_id or ledger.new_publication_id(kind)
     # Decided on what the audit compared against: if a day moved since, the commit refuses.
     reuse = {**ledger.reused(expected or {}, after), **(stored or {})}
     # Chunks by each day's lines too, written or pointed at: a month of heavy days in one commit held the warehouse
@@ -429,13 +430,13 @@ def _commit(con: duckdb.DuckDBPyConnection, pub_id: str, kind: str, run: RunInfo
 
 
 def restore_candidates(wh: Warehouse, scratch: Path, window: Window, targets: dict[str, str] | None = None,
-                       give_way: GiveWay | None = None
+                       give_way: GiveWay | None = None, stats: LockStats | None = None
                        ) -> tuple[dict[str, DayCandidate], dict[str, str], dict[str, Current], dict[str, str]]:
     """The versions named by `targets` (default: the one each partition's current publication superseded) as
     candidates: the ledger's figures, and the days whose rows the version store holds (-> the publication that
     stored them), which the publish points at rather than writes again. Only the mart's rows are copied into
-    scratch; `give_way` is called before that hold."""
-    with wh.writer() as con:
+    scratch; `give_way` is called before that hold. `stats`: each hold's figures."""
+    with wh.writer(stats) as con:
         now = ledger.current(con, window)
         if targets is None:
             missing = sorted(p for p in window.keys if p not in now or not now[p].prev_publication_id)
@@ -472,17 +473,18 @@ def restore_candidates(wh: Warehouse, scratch: Path, window: Window, targets: di
             raise ValueError(f"cannot roll back {window}: the earlier versions of {window_label(gone)} are past retention")
         after = {p: ledger.day_candidate(r) for p, r in found.items()}
         stored = {p: r[-1] for p, r in found.items() if r[-1] is not None}
-    _restore_rows(wh, scratch, targets, give_way)
+    _restore_rows(wh, scratch, targets, give_way, stats)
     return after, targets, now, stored
 
 
-def _restore_rows(wh: Warehouse, scratch: Path, targets: dict[str, str], give_way: GiveWay | None) -> None:
+def _restore_rows(wh: Warehouse, scratch: Path, targets: dict[str, str], give_way: GiveWay | None,
+                  stats: LockStats | None) -> None:
     """The mart rows of the versions `targets` names, copied into scratch as the mart candidate in one hold (15 rows
     a day). The versioned layers' candidates are left empty: a restored day with lines points at the rows the
     store holds (restore_candidates); one without has none. A day republished meanwhile is refused by the publish,
     which compares against `now`."""
-    _next_hold(wh, give_way, None, first=True)
-    with wh.writer() as con:
+    _next_hold(wh, give_way, stats, first=True)
+    with wh.writer(stats) as con:
         ledger.versions_table(con, "targets", targets)
         attach(con, scratch, "s")
         con.execute("create schema if not exists s.candidate")

@@ -1,0 +1,39 @@
+"""What each asset's materialization of one published day carries, whoever published it (a correction or a
+rollback): that asset's own figures, as a person reads them in the UI, and nothing another asset's event of the
+same day carries already (a year's backfill or rollback writes 365 of each)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+from atlasmart_assets.assets.common import controls_md
+from atlasmart_assets.extracts import file_name
+from atlasmart_assets.warehouse.ledger import Publication
+
+
+def fact(pub: Publication, day: str) -> dict[str, Any]:
+    """The fact's: its rows, its six controls before and after (with the sha256 the extract had, where it changed),
+    whether the day changed, and the sha256 of the landing batches it was built from."""
+    after, before = pub.after[day], pub.before.get(day)
+    changed = day in pub.changed
+    return {
+        "dagster/row_count": after.rows,
+        "controls": controls_md(before.controls if before else None, after.controls,
+                                before.sha256 if before and changed else None),
+        "changed": changed,
+        "input_sha256": after.input_sha256 or "",
+    }
+
+
+def mart_rows(pub: Publication, day: str) -> int:
+    return len(json.loads(pub.after[day].extract_json)["rows"])
+
+
+def mart(pub: Publication, day: str, published_dir: Path) -> dict[str, Any]:
+    """The mart's: its rows, and the day's extract with its sha256."""
+    return {"dagster/row_count": mart_rows(pub, day), "sha256": pub.after[day].sha256,
+            "extract": dg.MetadataValue.path(str(published_dir / file_name(day)))}
