@@ -17,6 +17,7 @@ from typing import Any, Iterable, Iterator, Mapping
 import duckdb
 
 from atlasmart_assets import candidates, sql
+from atlasmart_assets.alerts.format import window_label
 from atlasmart_assets.contract import BATCH_NAME, CONTROL_NAMES
 from atlasmart_assets.event_budget import cut_text
 from atlasmart_assets.settings import memory_bytes
@@ -35,15 +36,21 @@ REUSED_COLUMNS = (("partition_date", "date"), ("batch_id", "varchar"), ("file", 
 
 
 class RawInputError(Exception):
-    """Raw evidence that cannot be loaded; the message names the file, the partition and the problem."""
+    """Raw evidence that cannot be loaded; the message names the file, the partition and the problem. `others`:
+    the same refusal of more files of the window, found in the same look (every day without its raw file)."""
 
-    def __init__(self, path: Path, partition: str, problem: str) -> None:
-        super().__init__(f"raw partition {partition} ({path}): {problem}")
-        self.path, self.partition, self.problem = path, partition, problem
+    def __init__(self, path: Path, partition: str, problem: str,
+                 others: tuple[RawInputError, ...] = ()) -> None:
+        more = f" (and {len(others)} more: {window_label([o.partition for o in others])})" if others else ""
+        super().__init__(f"raw partition {partition} ({path}): {problem}{more}")
+        self.path, self.partition, self.problem, self.others = path, partition, problem, others
 
-    def __reduce__(self) -> tuple[type, tuple[Path, str, str], dict]:
+    def __reduce__(self) -> tuple[type, tuple[Path, str, str, tuple[RawInputError, ...]], dict]:
         # Raised in a backfill's scratch process and rebuilt in the step's (pausable.py).
-        return type(self), (self.path, self.partition, self.problem), self.__dict__
+        return type(self), (self.path, self.partition, self.problem, self.others), self.__dict__
+
+    def each(self) -> tuple[RawInputError, ...]:
+        return (self, *self.others)
 
 
 def unreadable(path: Path, partition: str, exc: OSError) -> RawInputError:
@@ -241,18 +248,26 @@ def manifests(con: duckdb.DuckDBPyConnection, files: list[Path], max_object_size
     return heads
 
 
+MISSING = "raw file is missing (no evidence was extracted for this day)"
+
+
 def _locate(raw_dir: Path, window: Window) -> dict[Path, str]:
-    """Every batch file of the window -> its partition; the day's first batch must exist."""
+    """Every batch file of the window -> its partition; the day's first batch must exist. Every day without it is
+    named at once: an operator restores them all before one run again, not one per run."""
     paths: dict[Path, str] = {}
+    missing: list[RawInputError] = []
     for key in window.keys:
         first = path_for(raw_dir, key)
         if not first.is_file():
-            raise RawInputError(first, key, "raw file is missing (no evidence was extracted for this day)")
+            missing.append(RawInputError(first, key, MISSING))
+            continue
         for path in batch_paths(raw_dir, key):
             if path != first and not BATCH_NAME.fullmatch(path.stem):
                 raise RawInputError(path, key, "a batch file is named <extraction_batch>.json (letters, digits, "
                                                "'_', '.', '-')")
             paths[path] = key
+    if missing:
+        raise RawInputError(missing[0].path, missing[0].partition, MISSING, tuple(missing[1:]))
     return paths
 
 

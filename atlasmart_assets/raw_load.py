@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterator, Mapping
 import duckdb
 
 from atlasmart_assets import capacity, pausable, raw_files, sql
+from atlasmart_assets.alerts.format import window_label
 from atlasmart_assets.audits import Audit
 from atlasmart_assets.contract import RAW_ORDER_LINES
 from atlasmart_assets.progress import Cost, Progress
@@ -96,12 +97,26 @@ def _immutability(files: list[RawFile], first_seen: dict[tuple[str, str], dict[s
     return out
 
 
-def _audits(findings: list[Finding], files: list[RawFile]) -> list[Audit]:
+def _described(findings: list[Finding]) -> str:
+    """The findings of one check, those that share a problem said once with the days they concern (a window with a
+    hundred days missing their file reads as one sentence, every day in it, where a sentence a day would be cut
+    after the third in the step's failure)."""
+    groups: dict[str, list[Finding]] = {}
+    for f in findings:
+        groups.setdefault(f.problem, []).append(f)
+    return "; ".join(
+        f"raw partition {same[0].partition} ({same[0].path}): {problem}" if len(same) == 1 else
+        f"raw partitions {window_label([f.partition for f in same])} ({same[0].path} and {len(same) - 1} other "
+        f"file(s)): {problem}"
+        for problem, same in groups.items())
+
+
+def _audits(findings: list[Finding], files: list[RawFile], checks: tuple[str, ...] = tuple(CHECKS)) -> list[Audit]:
+    """The verdict of each of `checks` (default: every raw check) on `findings`."""
     out = []
-    for name in CHECKS:
+    for name in checks:
         mine = [f for f in findings if f.check == name]
-        text = "; ".join(f"raw partition {f.partition} ({f.path}): {f.problem}" for f in mine)
-        out.append(Audit(name, RAW_ORDER_LINES, not mine, description=text or f"{len(files)} files pass",
+        out.append(Audit(name, RAW_ORDER_LINES, not mine, description=_described(mine) or f"{len(files)} files pass",
                          figures={f.partition: f.problem for f in mine}))
     return out
 
@@ -376,9 +391,11 @@ def _load(wh: Warehouse, scope: RunScope, threads: int | None, log: Callable[[st
     try:
         files = scratch_work.run(lambda: _parse(wh, scope, threads, by_file), log=log)
     except raw_files.RawInputError as exc:
-        progress.end("parse", f"refused by {FILE_READABLE}: {exc.partition}, {exc.path}; nothing appended")
-        finding = Finding(FILE_READABLE, exc.partition, exc.path, exc.problem)
-        return RawLoad(_audits([finding], []), [], {}, [], stats)
+        more = f" and {len(exc.others)} more" if exc.others else ""
+        progress.end("parse", f"refused by {FILE_READABLE}: {exc.partition}, {exc.path}{more}; nothing appended")
+        findings = [Finding(FILE_READABLE, e.partition, e.path, e.problem) for e in exc.each()]
+        # Only the check that ran: the others read nothing, and a result of theirs would show green in the UI.
+        return RawLoad(_audits(findings, [], (FILE_READABLE,)), [], {}, [], stats)
     loaded = [f for f in files if f.read_back]
     # A day whose every batch is loaded from an identical file is profiled where it is loaded, unless it is to be
     # built (every day with atlasmart/rederive): it would be read twice. A day with a batch parsed now is merged with

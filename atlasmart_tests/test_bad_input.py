@@ -208,6 +208,37 @@ def test_a_batch_path_that_cannot_be_read_is_refused_naming_it(env, instance, pu
     assert state.snapshot(env) == before
 
 
+def test_every_day_without_its_raw_file_is_named_and_no_check_that_read_nothing_passes(env, instance,
+                                                                                      published) -> None:
+    """A backfill over a window in which several days have no raw file: the refusal names every one of them (before,
+    only the first: an operator found the next one run after run), its check result carries each day with its path,
+    and the raw checks that read nothing report nothing (before, five of them passed with "0 files pass", green in
+    the UI for the whole refused window). Nothing published changes."""
+    published(("2026-09-18", None), ("2026-09-20", None))
+    before = state.snapshot(env)
+    gone = ["2026-09-03", "2026-09-07", "2026-09-08", "2026-09-15"]
+    for day in gone:
+        (env.raw_dir / f"partition={day}.json").unlink()
+    result = run_chain(instance, "2026-09-01", "2026-09-20", {"dagster/backfill": "bf-missing"})
+    assert not result.success
+    text = state.failure_text(result)
+    assert "raw_order_lines_file_readable" in text and all(day in text for day in gone), text
+    evaluations = result.get_asset_check_evaluations()
+    assert [e.check_name for e in evaluations] == ["raw_order_lines_file_readable"], evaluations
+    [readable] = evaluations
+    assert not readable.passed
+    described = readable.description or ""
+    assert described.startswith("raw partitions 2026-09-03, 2026-09-07..2026-09-08, 2026-09-15 (4 days) ("
+                                f"{env.raw_dir / 'partition=2026-09-03.json'} and 3 other file(s)): raw file is "
+                                "missing"), described
+    figures = readable.metadata["figures"].value
+    assert sorted(figures) == gone and all("raw file is missing" in figures[day] for day in gone), figures
+    ended = [e.user_message for e in instance.all_logs(result.run_id)
+             if "] parse: refused by raw_order_lines_file_readable" in e.user_message]
+    assert ended and "2026-09-03" in ended[0] and "and 3 more" in ended[0] and ended[0].endswith("ended"), ended
+    assert state.snapshot(env) == before
+
+
 def test_a_manifest_after_the_lines_is_read_as_one_first(env, instance, monkeypatch, tmp_path) -> None:
     """The manifest is read from the file's head only where it comes first: a day whose file has its lines first
     publishes what the same document in the usual order does (its manifest read from the whole document)."""
