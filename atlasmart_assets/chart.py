@@ -13,8 +13,11 @@ import io
 import math
 import textwrap
 
-from matplotlib.figure import Figure
+import matplotlib
 from PIL import Image
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
 
 Series = tuple[list[float | None], list[float | None]]
 
@@ -41,7 +44,11 @@ def _nan(values: list[float | None]) -> list[float]:
 def before_after_png(days: list[str], panels: dict[str, Series], title: str,
                      labels: tuple[str, str] = ("before", "after"), dpi: int = 90) -> bytes:
     """Per figure (rows, gmv, ...): values before/after per day, then the delta per day, labelled."""
-    return _png(_figure(days, panels, title, labels), dpi)
+    fig = _figure(days, panels, title, labels)
+    try:
+        return _png(fig, dpi)
+    finally:
+        plt.close(fig)
 
 
 def fitting_png(days: list[str], panels: dict[str, Series], title: str, max_bytes: int, dpi: int = 90,
@@ -50,14 +57,17 @@ def fitting_png(days: list[str], panels: dict[str, Series], title: str, max_byte
     Drawn once; a PNG's bytes grow about with its pixels (dpi squared), so each retry aims straight at the budget
     instead of stepping down (a year's figure costs about a second per save)."""
     fig = _figure(days, panels, title, ("before", "after"), unit)
-    for _ in range(5):
-        png = _png(fig, dpi)
-        if len(png) <= max_bytes:
-            return png
-        dpi = min(dpi - 1, int(dpi * math.sqrt(max_bytes / len(png)) * 0.9))
-        if dpi < min_dpi:
-            return None
-    return None
+    try:
+        for _ in range(5):
+            png = _png(fig, dpi)
+            if len(png) <= max_bytes:
+                return png
+            dpi = min(dpi - 1, int(dpi * math.sqrt(max_bytes / len(png)) * 0.9))
+            if dpi < min_dpi:
+                return None
+        return None
+    finally:
+        plt.close(fig)
 
 
 def weekly(days: list[str], panels: dict[str, Series]) -> tuple[list[str], dict[str, Series]]:
@@ -87,7 +97,7 @@ def readable(days: list[str], panels: dict[str, Series], title: str) -> tuple[li
     return weeks, means, f"{title}, mean per day of each week", "week"
 
 
-def _png(fig: Figure, dpi: int) -> bytes:
+def _png(fig: plt.Figure, dpi: int) -> bytes:
     """The figure as a palette PNG: a chart has a handful of colours plus their anti-aliasing, and 64 palette
     entries keep it crisp at about a quarter of the bytes of full colour (what lets a year's chart fit one event)."""
     raw = io.BytesIO()
@@ -99,12 +109,10 @@ def _png(fig: Figure, dpi: int) -> bytes:
 
 
 def _figure(days: list[str], panels: dict[str, Series], title: str, labels: tuple[str, str],
-            unit: str = "day") -> Figure:
+            unit: str = "day") -> plt.Figure:
     n = len(days)
     width = min(WIDTH_MAX, max(7.0, 0.42 * n + 3))
-    # A Figure of its own, not pyplot's: pyplot keeps every open figure in one process-wide registry, which a chart
-    # drawn on another thread (correction.correct draws the change chart while the publish writes) must not share.
-    fig = Figure(figsize=(width, 3.3 * len(panels) + 0.9), layout="constrained")
+    fig = plt.figure(figsize=(width, 3.3 * len(panels) + 0.9), layout="constrained")
     grid = fig.add_gridspec(2 * len(panels), 1, height_ratios=[2.2, 1.1] * len(panels))
     x = list(range(n))
     step = max(1, math.ceil(n / MAX_TICKS))

@@ -3,7 +3,6 @@ fact and mart (with the ledger and the extracts) in one commit only if no blocki
 
 from __future__ import annotations
 
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
@@ -62,12 +61,10 @@ READ_PUBLISHED = Cost(0.2)
 # A kept day is checked against its ledger and a built day's lines may be copied from the warehouse, in the build
 # phase; the publish writes only the lines of the days that change, but commits, links and indexes every day.
 KEPT_DAY_S, COPIED_LINE_S = 0.002, 0.6e-6
-# The step's events after the commit (a materialization per day and asset). Only the asset, which writes them, has
-# this phase. The change chart (about 1 s of CPU for a year's) is drawn while the publish writes ahead (_drawing):
-# it lengthened a year's publish by about 0.6 s (5.4 s against 4.8 s) and shortened its events by 1.1 s (0.7 s
-# against 1.8 s). A publish that changes no day draws none.
-EVENTS_PHASE = ("events", Cost(0.2, 0.0035))
-CHART_S = 0.6
+# The step's events after the commit (a materialization per day and asset, the change chart). Only the asset,
+# which writes them, has this phase. A publish that changes no day draws no chart (a year's takes about 1 s).
+EVENTS_PHASE = ("events", Cost(1.2, 0.0035))
+EVENTS_WITHOUT_CHART = Cost(0.2, 0.0035)
 
 
 @dataclass
@@ -79,7 +76,6 @@ class Outcome:
     publication: Publication | None
     staged: dict[str, dict[str, int]]
     stats: LockStats = field(default_factory=LockStats)
-    chart: Future[str | None] | None = None  # `correct(draw=...)`'s drawing of the publication, once it published
 
     @property
     def refused(self) -> list[Audit]:
@@ -378,47 +374,30 @@ def _build_line(scope: RunScope, built: list[str], new: list[str], kept: unchang
 
 
 def _price_publish(progress: Progress, days: int, changed_lines: int, changing_days: int) -> None:
-    """The publish's cost: every day's commit, the lines of the days that change written, and the change chart
-    drawn beside it only where a day changes (an unchanged re-derive read "about 3 s to go" with 1.1 s). Priced
-    after the build, then again once the audit says which days change, up or down."""
-    progress.reprice("publish", Cost(COSTS["publish"].at(days, changed_lines) + (CHART_S if changing_days else 0.0)))
+    """The publish's cost: every day's commit, and the lines of the days that change written; and the events
+    after it, with the change chart only where a day changes (an unchanged re-derive read "about 3 s to go" with
+    1.1 s). Priced after the build, then again once the audit says which days change, up or down."""
+    progress.reprice("publish", Cost(COSTS["publish"].at(days, changed_lines)))
+    progress.reprice(EVENTS_PHASE[0], EVENTS_PHASE[1] if changing_days else EVENTS_WITHOUT_CHART)
 
 
 def correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool], threads: int | None = None,
             adjust_staged: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
             log: Callable[[str], None] | None = None, give_way: GiveWay | None = None,
-            lowered: capacity.Lowered | None = None, progress: Progress | None = None,
-            draw: Callable[[Publication], str | None] | None = None) -> Outcome:
+            lowered: capacity.Lowered | None = None, progress: Progress | None = None) -> Outcome:
     """Build, audit and (if clean) publish the window. Every exit path that did not publish releases the run's
     flags; the scratch database is dropped after a publication and kept for inspection after a refusal.
     `adjust_staged` edits the staged candidate before fact and mart are derived (the audit tests craft bad
     candidates with it). A backfill's scratch work runs `lowered` (lower CPU priority, fewer cores beside today's
-    load), and its `give_way` is called before each warehouse hold of the publish. `draw(publication)` (the change
-    chart) runs on a thread of its own while the publish writes, and its result is the outcome's `chart`."""
+    load), and its `give_way` is called before each warehouse hold of the publish."""
     progress = progress or Progress(log, f"correction {scope.window}", PHASES)
     with progress.stopping():
-        return _correct(wh, scope, run_finished, threads, adjust_staged, give_way, lowered, progress, draw)
-
-
-def _drawing(draw: Callable[[Publication], str | None] | None, pub: Publication) -> Future[str | None] | None:
-    """`draw(pub)` started on a thread of its own. A year's change chart is about a second of CPU in matplotlib,
-    drawn after the commit it was a second of the step's events; drawn while the publish writes ahead (DuckDB's
-    work, which lets the GIL go), it takes cores that writing leaves idle. The publication it draws is the one the
-    commit makes: its id, and the versions the audit compared against, which the commit refuses to publish over if
-    a day moved since. A publish that fails leaves the drawing to finish unread."""
-    if draw is None:
-        return None
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="change-chart")
-    try:
-        return pool.submit(draw, pub)
-    finally:
-        pool.shutdown(wait=False)
+        return _correct(wh, scope, run_finished, threads, adjust_staged, give_way, lowered, progress)
 
 
 def _correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool], threads: int | None,
              adjust_staged: Callable[[duckdb.DuckDBPyConnection], None] | None, give_way: GiveWay | None,
-             lowered: capacity.Lowered | None, progress: Progress,
-             draw: Callable[[Publication], str | None] | None) -> Outcome:
+             lowered: capacity.Lowered | None, progress: Progress) -> Outcome:
     stats = LockStats()
     run_id = scope.run.run_id
     progress.watch(lambda: capacity.paused_s(lowered))  # the scratch work paused beside today's load
@@ -497,13 +476,10 @@ def _correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool]
             if unstored:
                 raise RuntimeError(f"days {unstored} were kept as published but the publish would not read their "
                                    "stored rows; nothing was published")
-            pub_id = ledger.new_publication_id("publish")
-            chart = _drawing(draw, Publication(pub_id, "publish", scope.window, current, days, 0.0))
             outcome.publication = publish(wh, wh.scratch_path(run_id), scope.window, scope.run, CODE_VERSION,
                                           days, expected, stats=stats, give_way=give_way, on_chunk=written,
                                           line_ids_as_of=repeats.as_of_seq,
-                                          deletion_keys=ref.deletion_keys, pub_id=pub_id)
-            outcome.chart = chart
+                                          deletion_keys=ref.deletion_keys)
             wh.drop_scratch(run_id)
             progress.done("publish", f"publication {outcome.publication.publication_id}, "
                                      f"{len(outcome.publication.changed)} day(s) changed")

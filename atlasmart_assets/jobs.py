@@ -75,8 +75,9 @@ RESTORED_ASSETS = (STAGED_ORDER_LINES, FCT_ORDER_LINES, REVENUE_DAILY)
 def _restored_metadata(pub: Publication, day: str, restored_from: str | None, asset: tuple[str, ...],
                        published_dir: Path, run_wide: dict[str, Any] | None) -> dict[str, Any]:
     """One restored partition's materialization: which version it is, and what readers see now, each asset its own
-    figures as a correction's event carries them (day_metadata); the rollback's own figures (`run_wide`:
-    publication, notice, lock figures) only on the newest day's, as a correction's are."""
+    figures: fact and mart as a correction's events carry them (day_metadata), staged its rows (the ledger keeps no
+    count of a version's unresolved customers); the rollback's own figures (`run_wide`: publication, notice, lock
+    figures) only on the newest day's, as a correction's are."""
     own: dict[str, Any] = (day_metadata.fact(pub, day) if asset == FCT_ORDER_LINES else
                            day_metadata.mart(pub, day, published_dir) if asset == REVENUE_DAILY else
                            {"dagster/row_count": pub.after[day].rows})

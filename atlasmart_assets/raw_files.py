@@ -249,25 +249,36 @@ def manifests(con: duckdb.DuckDBPyConnection, files: list[Path], max_object_size
 
 
 MISSING = "raw file is missing (no evidence was extracted for this day)"
+# What a day's entry in the check's figures says of a missing file: a year of days without one fits the figures'
+# budget (event_budget.py) named one by one, where the whole sentence a day was cut after about half of them.
+MISSING_FIGURE = "raw file missing"
+
+
+def figure_of(problem: str) -> str:
+    """A problem as one day's entry in its check's figures."""
+    return MISSING_FIGURE if problem == MISSING else problem
 
 
 def _locate(raw_dir: Path, window: Window) -> dict[Path, str]:
-    """Every batch file of the window -> its partition; the day's first batch must exist. Every day without it is
-    named at once: an operator restores them all before one run again, not one per run."""
+    """Every batch file of the window -> its partition; the day's first batch must exist and every later one be
+    named as a batch. Every such problem of the window is named at once (missing days and misnamed batches alike):
+    an operator mends them all before one run again, not one per run."""
     paths: dict[Path, str] = {}
-    missing: list[RawInputError] = []
+    problems: list[RawInputError] = []
     for key in window.keys:
         first = path_for(raw_dir, key)
         if not first.is_file():
-            missing.append(RawInputError(first, key, MISSING))
+            problems.append(RawInputError(first, key, MISSING))
             continue
         for path in batch_paths(raw_dir, key):
             if path != first and not BATCH_NAME.fullmatch(path.stem):
-                raise RawInputError(path, key, "a batch file is named <extraction_batch>.json (letters, digits, "
-                                               "'_', '.', '-')")
+                problems.append(RawInputError(path, key, "a batch file is named <extraction_batch>.json (letters, "
+                                                         "digits, '_', '.', '-')"))
+                continue
             paths[path] = key
-    if missing:
-        raise RawInputError(missing[0].path, missing[0].partition, MISSING, tuple(missing[1:]))
+    if problems:
+        head = problems[0]
+        raise RawInputError(head.path, head.partition, head.problem, tuple(problems[1:]))
     return paths
 
 

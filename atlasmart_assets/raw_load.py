@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterator, Mapping
 import duckdb
 
 from atlasmart_assets import capacity, pausable, raw_files, sql
-from atlasmart_assets.alerts.format import window_label
+from atlasmart_assets.alerts.format import short_window
 from atlasmart_assets.audits import Audit
 from atlasmart_assets.contract import RAW_ORDER_LINES
 from atlasmart_assets.progress import Cost, Progress
@@ -33,6 +33,9 @@ from atlasmart_assets.warehouse.connection import (
 from atlasmart_assets.warehouse.rows import create_table
 from atlasmart_assets.window import Window
 
+# Ranges of days a check's description names of a problem many days share (about 1,300 characters at most, within
+# the description's 2,000 bytes); the figures name each day.
+DESCRIBED_RANGES = 60
 # The batches a chunk of the append loads (a temp table its delete and insert join).
 LOADING_COLUMNS = (("partition_date", "date"), ("extraction_batch", "varchar"))
 FILE_READABLE = "raw_order_lines_file_readable"
@@ -99,15 +102,15 @@ def _immutability(files: list[RawFile], first_seen: dict[tuple[str, str], dict[s
 
 def _described(findings: list[Finding]) -> str:
     """The findings of one check, those that share a problem said once with the days they concern (a window with a
-    hundred days missing their file reads as one sentence, every day in it, where a sentence a day would be cut
-    after the third in the step's failure)."""
+    hundred days missing their file reads as one sentence naming its ranges of days, where a sentence a day was cut
+    after the third in the step's failure; every day is also in the check's figures)."""
     groups: dict[str, list[Finding]] = {}
     for f in findings:
         groups.setdefault(f.problem, []).append(f)
     return "; ".join(
         f"raw partition {same[0].partition} ({same[0].path}): {problem}" if len(same) == 1 else
-        f"raw partitions {window_label([f.partition for f in same])} ({same[0].path} and {len(same) - 1} other "
-        f"file(s)): {problem}"
+        f"{len(same)} raw partitions ({short_window([f.partition for f in same], DESCRIBED_RANGES)}; {same[0].path} "
+        f"and {len(same) - 1} other file(s)): {problem}"
         for problem, same in groups.items())
 
 
@@ -117,7 +120,7 @@ def _audits(findings: list[Finding], files: list[RawFile], checks: tuple[str, ..
     for name in checks:
         mine = [f for f in findings if f.check == name]
         out.append(Audit(name, RAW_ORDER_LINES, not mine, description=_described(mine) or f"{len(files)} files pass",
-                         figures={f.partition: f.problem for f in mine}))
+                         figures={f.partition: raw_files.figure_of(f.problem) for f in mine}))
     return out
 
 

@@ -210,33 +210,62 @@ def test_a_batch_path_that_cannot_be_read_is_refused_naming_it(env, instance, pu
 
 def test_every_day_without_its_raw_file_is_named_and_no_check_that_read_nothing_passes(env, instance,
                                                                                       published) -> None:
-    """A backfill over a window in which several days have no raw file: the refusal names every one of them (before,
-    only the first: an operator found the next one run after run), its check result carries each day with its path,
-    and the raw checks that read nothing report nothing (before, five of them passed with "0 files pass", green in
-    the UI for the whole refused window). Nothing published changes."""
+    """A backfill over a window in which several days have no raw file and one day a misnamed batch: the refusal
+    names every one of them (before, only the first: an operator found the next one run after run, and a misnamed
+    batch anywhere hid every missing day), its check result carries each day, and the raw checks that read nothing
+    report nothing (before, five of them passed with "0 files pass", green in the UI for the whole refused window).
+    Nothing published changes."""
     published(("2026-09-18", None), ("2026-09-20", None))
     before = state.snapshot(env)
     gone = ["2026-09-03", "2026-09-07", "2026-09-08", "2026-09-15"]
     for day in gone:
         (env.raw_dir / f"partition={day}.json").unlink()
+    misnamed = env.raw_dir / "partition=2026-09-10" / "@late.json"
+    misnamed.parent.mkdir()
+    misnamed.write_text("{}")
     result = run_chain(instance, "2026-09-01", "2026-09-20", {"dagster/backfill": "bf-missing"})
     assert not result.success
     text = state.failure_text(result)
     assert "raw_order_lines_file_readable" in text and all(day in text for day in gone), text
+    assert str(misnamed) in text, text
     evaluations = result.get_asset_check_evaluations()
     assert [e.check_name for e in evaluations] == ["raw_order_lines_file_readable"], evaluations
     [readable] = evaluations
     assert not readable.passed
     described = readable.description or ""
-    assert described.startswith("raw partitions 2026-09-03, 2026-09-07..2026-09-08, 2026-09-15 (4 days) ("
+    assert described.startswith("4 raw partitions (2026-09-03, 2026-09-07..2026-09-08, 2026-09-15; "
                                 f"{env.raw_dir / 'partition=2026-09-03.json'} and 3 other file(s)): raw file is "
                                 "missing"), described
+    assert f"raw partition 2026-09-10 ({misnamed}): a batch file is named" in described, described
     figures = readable.metadata["figures"].value
-    assert sorted(figures) == gone and all("raw file is missing" in figures[day] for day in gone), figures
+    assert sorted(figures) == sorted([*gone, "2026-09-10"]), figures
+    assert all(figures[day] == "raw file missing" for day in gone), figures
     ended = [e.user_message for e in instance.all_logs(result.run_id)
              if "] parse: refused by raw_order_lines_file_readable" in e.user_message]
-    assert ended and "2026-09-03" in ended[0] and "and 3 more" in ended[0] and ended[0].endswith("ended"), ended
+    assert ended and "2026-09-03" in ended[0] and "and 4 more" in ended[0] and ended[0].endswith("ended"), ended
     assert state.snapshot(env) == before
+
+
+def test_a_years_scattered_missing_days_are_each_named_within_the_check_events_budget(tmp_path) -> None:
+    """319 days of a year without their raw file, scattered in 47 ranges (found by a review): the check's figures,
+    as written to its event, name every one of them (before, the figures' budget kept about half the days and the
+    description the first eleven ranges), and the description names the ranges within its budget."""
+    import datetime as dt
+
+    from atlasmart_assets import raw_files, raw_load
+    from atlasmart_assets.assets.common import check_result
+
+    days = [(dt.date(2025, 9, 23) + dt.timedelta(days=k)).isoformat() for k in range(365)]
+    gone = [d for k, d in enumerate(days) if k % 8]
+    findings = [raw_files.Finding(raw_load.FILE_READABLE, d, tmp_path / f"partition={d}.json", raw_files.MISSING)
+                for d in gone]
+    [audit] = raw_load._audits(findings, [], (raw_load.FILE_READABLE,))
+    result = check_result(audit)
+    figures = result.metadata["figures"].value
+    assert sorted(figures) == gone and "entries_omitted" not in figures, sorted(set(gone) - set(figures))[:5]
+    assert result.description is not None and result.description.startswith(f"{len(gone)} raw partitions (")
+    assert gone[-1] in result.description and "…" not in result.description, result.description
+    assert len(result.description.encode()) <= 2000
 
 
 def test_a_manifest_after_the_lines_is_read_as_one_first(env, instance, monkeypatch, tmp_path) -> None:

@@ -73,7 +73,7 @@ def _correct_and_report(context: dg.AssetExecutionContext, warehouse: Warehouse,
                         progress: Progress) -> Iterator[dg.AssetCheckResult | dg.MaterializeResult]:
     """Build, audit and publish the window, then its check results and each day's materializations."""
     outcome = correction.correct(warehouse, scope, _is_finished(context.instance), cap.threads,
-                                 give_way=cap.give_way, lowered=cap.lowered, progress=progress, draw=change_chart)
+                                 give_way=cap.give_way, lowered=cap.lowered, progress=progress)
     if outcome.publication is not None:
         progress.writing_events(f"{len(outcome.audits)} check results and "
                                 f"{3 * len(outcome.publication.after):,} partition materializations")
@@ -85,7 +85,7 @@ def _correct_and_report(context: dg.AssetExecutionContext, warehouse: Warehouse,
     path = notice_path(cfg, scope.run.backfill_id or pub.publication_id)
     notice = {"change_notice": dg.MetadataValue.path(str(path))} if path.exists() else {}
     try:
-        image = outcome.chart.result() if outcome.chart is not None else change_chart(pub)
+        image = change_chart(pub)
     except Exception as exc:  # noqa: BLE001 - the publication is committed; a chart must never fail it
         context.log.warning(f"change chart not drawn: {type(exc).__name__}: {exc}")
         image = None

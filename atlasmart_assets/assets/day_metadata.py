@@ -1,5 +1,5 @@
-"""What each asset's materialization of one published day carries, whoever published it (a correction or a
-rollback): that asset's own figures, as a person reads them in the UI, and nothing another asset's event of the
+"""What the fact's and the mart's materializations of one published day carry, whoever published it (a correction
+or a rollback): that asset's own figures, as a person reads them in the UI, and nothing another asset's event of the
 same day carries already (a year's backfill or rollback writes 365 of each)."""
 
 from __future__ import annotations

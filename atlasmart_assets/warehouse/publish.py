@@ -314,7 +314,7 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
             restored: dict[str, str] | None = None, stored: dict[str, str] | None = None,
             stats: LockStats | None = None, give_way: GiveWay | None = None,
             on_chunk: OnChunk | None = None, line_ids_as_of: int | None = None,
-            deletion_keys: pd.DataFrame | None = None, pub_id: str | None = None) -> Publication:
+            deletion_keys: pd.DataFrame | None = None) -> Publication:
     """Publish staged, fact and mart for the whole window in ONE commit, with the ledger and the prior version;
     then swap the extracts in. A window of more than one chunk (ATLASMART_CHUNK_DAYS days, or ATLASMART_CHUNK_LINES
     lines of its days, written or pointed at: retention drops about as many) has its staged and fact rows written
@@ -328,10 +328,9 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
     `give_way` (a backfill's) is called before each hold of a long write, `on_chunk` (k, n, days, how many of them
     were written) after each chunk of the write ahead. `line_ids_as_of`: the ledger seq at which the candidate's
     line ids were searched among the published days (a correction's cross-day audit); the commit refuses if a day
-    published since holds one of them. `pub_id`: the publication's id, when the caller named it ahead (default: a new
-    one of `kind`)."""
+    published since holds one of them."""
     cfg = wh.settings
-    pub_id = pub_id or ledger.new_publication_id(kind)
+    pub_id = ledger.new_publication_id(kind)
     # Decided on what the audit compared against: if a day moved since, the commit refuses.
     reuse = {**ledger.reused(expected or {}, after), **(stored or {})}
     # Chunks by each day's lines too, written or pointed at: a month of heavy days in one commit held the warehouse
