@@ -41,7 +41,10 @@ class RawInputError(Exception):
 
     def __init__(self, path: Path, partition: str, problem: str,
                  others: tuple[RawInputError, ...] = ()) -> None:
-        more = f" (and {len(others)} more: {window_label([o.partition for o in others])})" if others else ""
+        kinds = {o.problem for o in others} - {problem}
+        more = (f" (and {len(others)} more problem(s)"
+                + (f", among them: {cut_text(sorted(kinds)[0], 120)}" if kinds else " of the same kind")
+                + f", on {window_label([o.partition for o in others])})" if others else "")
         super().__init__(f"raw partition {partition} ({path}): {problem}{more}")
         self.path, self.partition, self.problem, self.others = path, partition, problem, others
 
@@ -269,8 +272,9 @@ def _locate(raw_dir: Path, window: Window) -> dict[Path, str]:
         first = path_for(raw_dir, key)
         if not first.is_file():
             problems.append(RawInputError(first, key, MISSING))
-            continue
         for path in batch_paths(raw_dir, key):
+            if path == first and not first.is_file():
+                continue
             if path != first and not BATCH_NAME.fullmatch(path.stem):
                 problems.append(RawInputError(path, key, "a batch file is named <extraction_batch>.json (letters, "
                                                          "digits, '_', '.', '-')"))

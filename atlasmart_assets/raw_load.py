@@ -101,17 +101,34 @@ def _immutability(files: list[RawFile], first_seen: dict[tuple[str, str], dict[s
 
 
 def _described(findings: list[Finding]) -> str:
-    """The findings of one check, those that share a problem said once with the days they concern (a window with a
-    hundred days missing their file reads as one sentence naming its ranges of days, where a sentence a day was cut
-    after the third in the step's failure; every day is also in the check's figures)."""
+    """The findings of one check, those that share a problem said once: the problem first, then how many files of
+    how many days and their ranges of days (a window with a hundred days missing their file reads as one sentence,
+    where a sentence a day was cut after the third in the step's failure, which keeps 500 bytes of it). The problems
+    concerning fewest files come first, so that each is said before a long list of days."""
     groups: dict[str, list[Finding]] = {}
     for f in findings:
         groups.setdefault(f.problem, []).append(f)
-    return "; ".join(
-        f"raw partition {same[0].partition} ({same[0].path}): {problem}" if len(same) == 1 else
-        f"{len(same)} raw partitions ({short_window([f.partition for f in same], DESCRIBED_RANGES)}; {same[0].path} "
-        f"and {len(same) - 1} other file(s)): {problem}"
-        for problem, same in groups.items())
+
+    def one(problem: str, same: list[Finding]) -> str:
+        if len(same) == 1:
+            return f"raw partition {same[0].partition} ({same[0].path}): {problem}"
+        days = sorted({f.partition for f in same})
+        files = f"{len(same)} files of " if len(same) > len(days) else ""
+        return (f"{problem}: {files}{len(days)} raw partitions, {short_window(days, DESCRIBED_RANGES)} "
+                f"({same[0].path} and {len(same) - 1} other file(s))")
+
+    return "; ".join(one(problem, same) for problem, same in sorted(groups.items(), key=lambda g: len(g[1])))
+
+
+def _figures(findings: list[Finding]) -> dict[str, str]:
+    """Each day's entry in the check's figures: what is wrong with its files, each problem once with how many of its
+    files have it."""
+    per_day: dict[str, dict[str, int]] = {}
+    for f in findings:
+        counts = per_day.setdefault(f.partition, {})
+        counts[raw_files.figure_of(f.problem)] = counts.get(raw_files.figure_of(f.problem), 0) + 1
+    return {day: "; ".join(text if n == 1 else f"{text} ({n} files)" for text, n in counts.items())
+            for day, counts in per_day.items()}
 
 
 def _audits(findings: list[Finding], files: list[RawFile], checks: tuple[str, ...] = tuple(CHECKS)) -> list[Audit]:
@@ -120,7 +137,7 @@ def _audits(findings: list[Finding], files: list[RawFile], checks: tuple[str, ..
     for name in checks:
         mine = [f for f in findings if f.check == name]
         out.append(Audit(name, RAW_ORDER_LINES, not mine, description=_described(mine) or f"{len(files)} files pass",
-                         figures={f.partition: raw_files.figure_of(f.problem) for f in mine}))
+                         figures=_figures(mine)))
     return out
 
 
@@ -394,7 +411,7 @@ def _load(wh: Warehouse, scope: RunScope, threads: int | None, log: Callable[[st
     try:
         files = scratch_work.run(lambda: _parse(wh, scope, threads, by_file), log=log)
     except raw_files.RawInputError as exc:
-        more = f" and {len(exc.others)} more" if exc.others else ""
+        more = f" and {len(exc.others)} more problem(s)" if exc.others else ""
         progress.end("parse", f"refused by {FILE_READABLE}: {exc.partition}, {exc.path}{more}; nothing appended")
         findings = [Finding(FILE_READABLE, e.partition, e.path, e.problem) for e in exc.each()]
         # Only the check that ran: the others read nothing, and a result of theirs would show green in the UI.

@@ -2,6 +2,7 @@
 
 import json
 
+import dagster as dg
 import pytest
 
 from atlasmart_assets import generate
@@ -233,16 +234,16 @@ def test_every_day_without_its_raw_file_is_named_and_no_check_that_read_nothing_
     [readable] = evaluations
     assert not readable.passed
     described = readable.description or ""
-    assert described.startswith("4 raw partitions (2026-09-03, 2026-09-07..2026-09-08, 2026-09-15; "
-                                f"{env.raw_dir / 'partition=2026-09-03.json'} and 3 other file(s)): raw file is "
-                                "missing"), described
-    assert f"raw partition 2026-09-10 ({misnamed}): a batch file is named" in described, described
+    assert described.startswith(f"raw partition 2026-09-10 ({misnamed}): a batch file is named"), described
+    assert ("raw file is missing (no evidence was extracted for this day): 4 raw partitions, 2026-09-03, "
+            f"2026-09-07..2026-09-08, 2026-09-15 ({env.raw_dir / 'partition=2026-09-03.json'} and 3 other file(s))"
+            in described), described
     figures = readable.metadata["figures"].value
     assert sorted(figures) == sorted([*gone, "2026-09-10"]), figures
     assert all(figures[day] == "raw file missing" for day in gone), figures
     ended = [e.user_message for e in instance.all_logs(result.run_id)
              if "] parse: refused by raw_order_lines_file_readable" in e.user_message]
-    assert ended and "2026-09-03" in ended[0] and "and 4 more" in ended[0] and ended[0].endswith("ended"), ended
+    assert ended and "2026-09-03" in ended[0] and "and 4 more problem(s)" in ended[0] and ended[0].endswith("ended"), ended
     assert state.snapshot(env) == before
 
 
@@ -253,7 +254,7 @@ def test_a_years_scattered_missing_days_are_each_named_within_the_check_events_b
     import datetime as dt
 
     from atlasmart_assets import raw_files, raw_load
-    from atlasmart_assets.assets.common import check_result
+    from atlasmart_assets.assets.common import check_result, refuse
 
     days = [(dt.date(2025, 9, 23) + dt.timedelta(days=k)).isoformat() for k in range(365)]
     gone = [d for k, d in enumerate(days) if k % 8]
@@ -263,9 +264,65 @@ def test_a_years_scattered_missing_days_are_each_named_within_the_check_events_b
     result = check_result(audit)
     figures = result.metadata["figures"].value
     assert sorted(figures) == gone and "entries_omitted" not in figures, sorted(set(gone) - set(figures))[:5]
-    assert result.description is not None and result.description.startswith(f"{len(gone)} raw partitions (")
+    assert result.description is not None and result.description.startswith(
+        f"raw file is missing (no evidence was extracted for this day): {len(gone)} raw partitions, ")
     assert gone[-1] in result.description and "…" not in result.description, result.description
     assert len(result.description.encode()) <= 2000
+    # The step's failure keeps 500 bytes of the description: it still says what is wrong (a review found the days
+    # listed first pushed the problem out of it).
+    with pytest.raises(dg.Failure) as failed:
+        refuse("2025-09-23..2026-09-22", [audit])
+    assert "raw file is missing" in (failed.value.description or ""), failed.value.description
+
+
+def _refusal(raw, window):  # noqa: ANN001, ANN202
+    from atlasmart_assets import raw_files
+
+    with pytest.raises(raw_files.RawInputError) as caught:
+        raw_files._locate(raw, window)
+    return caught.value
+
+
+def _days(raw, window) -> None:  # noqa: ANN001
+    for day in window.keys:
+        (raw / f"partition={day}.json").write_text("{}")
+
+
+def test_a_misnamed_batch_of_a_day_missing_its_first_file_is_named_too(tmp_path) -> None:
+    """Found by a review: a day whose first file is missing had its later batches skipped, so its misnamed batch
+    was refused only by the next run, once the first file was restored."""
+    from atlasmart_assets.window import Window
+
+    window = Window.of("2026-09-01", "2026-09-03")
+    _days(tmp_path, window)
+    (tmp_path / "partition=2026-09-02.json").unlink()
+    bad = tmp_path / "partition=2026-09-02" / "@late.json"
+    bad.parent.mkdir()
+    bad.write_text("{}")
+    assert [e.path for e in _refusal(tmp_path, window).each()] == [tmp_path / "partition=2026-09-02.json", bad]
+
+
+def test_the_refusals_message_says_each_kind_of_problem_and_counts_files_not_days(tmp_path) -> None:
+    """One day missing its file and three misnamed batches on another: the message says both kinds (before it read
+    '… raw file is missing … (and 3 more: 2026-09-03 (1 day))', as if three more files were missing), and the check
+    counts five misnamed batches of one day as five files of one partition, not as five partitions."""
+    from atlasmart_assets import raw_files, raw_load
+    from atlasmart_assets.window import Window
+
+    window = Window.of("2026-09-01", "2026-09-03")
+    _days(tmp_path, window)
+    (tmp_path / "partition=2026-09-01.json").unlink()
+    (tmp_path / "partition=2026-09-03").mkdir()
+    for k in range(5):
+        (tmp_path / "partition=2026-09-03" / f"@b{k}.json").write_text("{}")
+    exc = _refusal(tmp_path, window)
+    text = str(exc)
+    assert "raw file is missing" in text and "5 more problem(s), among them: a batch file is named" in text, text
+    findings = [raw_files.Finding(raw_load.FILE_READABLE, e.partition, e.path, e.problem) for e in exc.each()]
+    [audit] = raw_load._audits(findings, [], (raw_load.FILE_READABLE,))
+    assert "5 files of 1 raw partitions, 2026-09-03 (" in audit.description, audit.description
+    assert audit.figures == {"2026-09-01": "raw file missing",
+                             "2026-09-03": f"{findings[-1].problem} (5 files)"}, audit.figures
 
 
 def test_a_manifest_after_the_lines_is_read_as_one_first(env, instance, monkeypatch, tmp_path) -> None:
