@@ -37,7 +37,8 @@ REUSED_COLUMNS = (("partition_date", "date"), ("batch_id", "varchar"), ("file", 
 
 class RawInputError(Exception):
     """Raw evidence that cannot be loaded; the message names the file, the partition and the problem. `others`:
-    the same refusal of more files of the window, found in the same look (every day without its raw file)."""
+    more refusals of the window's files found in the same look (every day without its raw file, every misnamed
+    batch), which the message counts and the check names one by one."""
 
     def __init__(self, path: Path, partition: str, problem: str,
                  others: tuple[RawInputError, ...] = ()) -> None:
