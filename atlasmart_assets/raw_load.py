@@ -126,7 +126,8 @@ def _figures(findings: list[Finding]) -> dict[str, str]:
     per_day: dict[str, dict[str, int]] = {}
     for f in findings:
         counts = per_day.setdefault(f.partition, {})
-        counts[raw_files.figure_of(f.problem)] = counts.get(raw_files.figure_of(f.problem), 0) + 1
+        text = raw_files.figure_of(f.problem)
+        counts[text] = counts.get(text, 0) + 1
     return {day: "; ".join(text if n == 1 else f"{text} ({n} files)" for text, n in counts.items())
             for day, counts in per_day.items()}
 

@@ -5,6 +5,8 @@ the version it restored), so repeated rollbacks walk back through history rather
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from atlasmart_assets import failpoints, sql
 from atlasmart_assets.alerts.format import window_label
 from atlasmart_assets.contract import CODE_VERSION
@@ -17,6 +19,16 @@ from atlasmart_assets.warehouse.publish import PublishConflict, publish, restore
 from atlasmart_assets.window import Window
 
 
+class _Target(NamedTuple):
+    """One day's row of rollback_targets.sql."""
+
+    current: str  # the publication current now
+    shown: str  # the version it shows (a rollback's: the one it restored)
+    shown_found: bool  # whether the ledger holds that version of the day
+    prev: str | None  # the version before the one shown
+    to_found: bool  # whether the publication named by the rollback published the day
+
+
 def targets(wh: Warehouse, window: Window, to_publication: str | None) -> dict[str, str]:
     """Which publication each partition of the window is restored to."""
     return _targets(wh, window, to_publication)[0]
@@ -27,26 +39,25 @@ def _targets(wh: Warehouse, window: Window, to_publication: str | None,
     """Which publication each partition of the window is restored to, and the current one it was chosen from."""
     with wh.reader(stats=stats) as con:
         rows = con.execute(sql.text("rollback_targets"), {**window.params, "to": to_publication}).fetchall()
-    found = {day: (current, shown, shown_found, prev, to_found)
-             for day, current, shown, shown_found, prev, to_found in rows}
-    now = {day: row[0] for day, row in found.items()}
+    found = {row[0]: _Target(*row[1:]) for row in rows}
+    now = {day: target.current for day, target in found.items()}
     missing = [p for p in window.keys if p not in found]
     if missing:
         raise ValueError(f"cannot roll back {window}: partitions {window_label(missing)} were never published")
     if to_publication:
         for p in window.keys:
-            if not found[p][4]:
+            if not found[p].to_found:
                 raise ValueError(f"publication {to_publication} did not publish partition {p}")
         return {p: to_publication for p in window.keys}, now
     out = {}
     for p in window.keys:
-        _, shown, shown_found, prev, _ = found[p]
-        if not shown_found:
-            raise ValueError(f"publication {shown} did not publish partition {p}")
-        if prev is None:
-            raise ValueError(f"cannot roll back {window}: partition {p} shows its first publication ({shown}); "
+        target = found[p]
+        if not target.shown_found:
+            raise ValueError(f"publication {target.shown} did not publish partition {p}")
+        if target.prev is None:
+            raise ValueError(f"cannot roll back {window}: partition {p} shows its first publication ({target.shown}); "
                              "there is nothing earlier to restore")
-        out[p] = prev
+        out[p] = target.prev
     return out, now
 
 

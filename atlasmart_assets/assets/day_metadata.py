@@ -29,11 +29,8 @@ def fact(pub: Publication, day: str) -> dict[str, Any]:
     }
 
 
-def mart_rows(pub: Publication, day: str) -> int:
-    return len(json.loads(pub.after[day].extract_json)["rows"])
-
-
 def mart(pub: Publication, day: str, published_dir: Path) -> dict[str, Any]:
-    """The mart's: its rows, and the day's extract with its sha256."""
-    return {"dagster/row_count": mart_rows(pub, day), "sha256": pub.after[day].sha256,
+    """The mart's: its rows (those of the day's extract), and the extract with its sha256."""
+    after = pub.after[day]
+    return {"dagster/row_count": len(json.loads(after.extract_json)["rows"]), "sha256": after.sha256,
             "extract": dg.MetadataValue.path(str(published_dir / file_name(day)))}
