@@ -271,10 +271,11 @@ def _locate(raw_dir: Path, window: Window) -> dict[Path, str]:
     problems: list[RawInputError] = []
     for key in window.keys:
         first = path_for(raw_dir, key)
-        if not first.is_file():
+        present = first.is_file()  # looked at once: a file that vanished between two looks must not pass
+        if not present:
             problems.append(RawInputError(first, key, MISSING))
         for path in batch_paths(raw_dir, key):
-            if path == first and not first.is_file():
+            if path == first and not present:
                 continue
             if path != first and not BATCH_NAME.fullmatch(path.stem):
                 problems.append(RawInputError(path, key, "a batch file is named <extraction_batch>.json (letters, "

@@ -101,23 +101,33 @@ def _immutability(files: list[RawFile], first_seen: dict[tuple[str, str], dict[s
 
 
 def _described(findings: list[Finding]) -> str:
-    """The findings of one check, those that share a problem said once: the problem first, then how many files of
-    how many days and their ranges of days (a window with a hundred days missing their file reads as one sentence,
-    where a sentence a day was cut after the third in the step's failure, which keeps 500 bytes of it). The problems
-    concerning fewest files come first, so that each is said before a long list of days."""
+    """The findings of one check, those that share a problem said once: the problem, how many files of how many
+    days have it, and their ranges of days (a window with a hundred days missing their file reads as one sentence,
+    where a sentence a day was cut after the third in the step's failure, which keeps 500 bytes of it). Of several
+    problems, one of them shared, each is said with its count before any list of days, so that the failure says
+    every one of them. Findings that share no problem are each said with its file, as before."""
     groups: dict[str, list[Finding]] = {}
     for f in findings:
         groups.setdefault(f.problem, []).append(f)
+    if len(groups) == len(findings):  # no problem shared: each said with its file, as it was found
+        return "; ".join(f"raw partition {f.partition} ({f.path}): {f.problem}" for f in findings)
+    ordered = sorted(groups.items(), key=lambda g: len(g[1]))
 
-    def one(problem: str, same: list[Finding]) -> str:
+    def count(same: list[Finding]) -> str:
+        days = len({f.partition for f in same})
+        return (f"{len(same)} files of " if len(same) > days else "") + f"{days} raw partition(s)"
+
+    def where(same: list[Finding]) -> str:
         if len(same) == 1:
-            return f"raw partition {same[0].partition} ({same[0].path}): {problem}"
+            return f"raw partition {same[0].partition} ({same[0].path})"
         days = sorted({f.partition for f in same})
-        files = f"{len(same)} files of " if len(same) > len(days) else ""
-        return (f"{problem}: {files}{len(days)} raw partitions, {short_window(days, DESCRIBED_RANGES)} "
-                f"({same[0].path} and {len(same) - 1} other file(s))")
+        return f"{short_window(days, DESCRIBED_RANGES)} ({same[0].path} and {len(same) - 1} other file(s))"
 
-    return "; ".join(one(problem, same) for problem, same in sorted(groups.items(), key=lambda g: len(g[1])))
+    if len(ordered) == 1:
+        problem, same = ordered[0]
+        return f"{problem}: {count(same)}, {where(same)}"
+    heads = "; ".join(f"({k}) {problem}: {count(same)}" for k, (problem, same) in enumerate(ordered, 1))
+    return heads + ". " + "; ".join(f"({k}) {where(same)}" for k, (_, same) in enumerate(ordered, 1))
 
 
 def _figures(findings: list[Finding]) -> dict[str, str]:

@@ -234,10 +234,11 @@ def test_every_day_without_its_raw_file_is_named_and_no_check_that_read_nothing_
     [readable] = evaluations
     assert not readable.passed
     described = readable.description or ""
-    assert described.startswith(f"raw partition 2026-09-10 ({misnamed}): a batch file is named"), described
-    assert ("raw file is missing (no evidence was extracted for this day): 4 raw partitions, 2026-09-03, "
-            f"2026-09-07..2026-09-08, 2026-09-15 ({env.raw_dir / 'partition=2026-09-03.json'} and 3 other file(s))"
-            in described), described
+    assert described == (
+        "(1) a batch file is named <extraction_batch>.json (letters, digits, '_', '.', '-'): 1 raw partition(s); "
+        "(2) raw file is missing (no evidence was extracted for this day): 4 raw partition(s). "
+        f"(1) raw partition 2026-09-10 ({misnamed}); (2) 2026-09-03, 2026-09-07..2026-09-08, 2026-09-15 "
+        f"({env.raw_dir / 'partition=2026-09-03.json'} and 3 other file(s))"), described
     figures = readable.metadata["figures"].value
     assert sorted(figures) == sorted([*gone, "2026-09-10"]), figures
     assert all(figures[day] == "raw file missing" for day in gone), figures
@@ -265,7 +266,7 @@ def test_a_years_scattered_missing_days_are_each_named_within_the_check_events_b
     figures = result.metadata["figures"].value
     assert sorted(figures) == gone and "entries_omitted" not in figures, sorted(set(gone) - set(figures))[:5]
     assert result.description is not None and result.description.startswith(
-        f"raw file is missing (no evidence was extracted for this day): {len(gone)} raw partitions, ")
+        f"raw file is missing (no evidence was extracted for this day): {len(gone)} raw partition(s), ")
     assert gone[-1] in result.description and "…" not in result.description, result.description
     assert len(result.description.encode()) <= 2000
     # The step's failure keeps 500 bytes of the description: it still says what is wrong (a review found the days
@@ -273,6 +274,15 @@ def test_a_years_scattered_missing_days_are_each_named_within_the_check_events_b
     with pytest.raises(dg.Failure) as failed:
         refuse("2025-09-23..2026-09-22", [audit])
     assert "raw file is missing" in (failed.value.description or ""), failed.value.description
+    # Two problems, each on scattered days: the failure says both (a review found the second problem's text after
+    # the first one's whole list of days, past the 500 bytes).
+    misnamed = [raw_files.Finding(raw_load.FILE_READABLE, d, tmp_path / f"partition={d}" / "@x.json",
+                                  "a batch file is named <extraction_batch>.json") for d in days[1:60:2]]
+    [both] = raw_load._audits(findings[:50] + misnamed, [], (raw_load.FILE_READABLE,))
+    with pytest.raises(dg.Failure) as failed:
+        refuse("2025-09-23..2026-09-22", [both])
+    text = failed.value.description or ""
+    assert "raw file is missing" in text and "a batch file is named" in text, text
 
 
 def _refusal(raw, window):  # noqa: ANN001, ANN202
@@ -320,7 +330,8 @@ def test_the_refusals_message_says_each_kind_of_problem_and_counts_files_not_day
     assert "raw file is missing" in text and "5 more problem(s), among them: a batch file is named" in text, text
     findings = [raw_files.Finding(raw_load.FILE_READABLE, e.partition, e.path, e.problem) for e in exc.each()]
     [audit] = raw_load._audits(findings, [], (raw_load.FILE_READABLE,))
-    assert "5 files of 1 raw partitions, 2026-09-03 (" in audit.description, audit.description
+    assert "(2) a batch file is named <extraction_batch>.json (letters, digits, '_', '.', '-'): 5 files of 1 raw " \
+           "partition(s). (1) raw partition 2026-09-01 (" in audit.description, audit.description
     assert audit.figures == {"2026-09-01": "raw file missing",
                              "2026-09-03": f"{findings[-1].problem} (5 files)"}, audit.figures
 
@@ -363,3 +374,32 @@ def test_a_read_duckdb_refuses_without_naming_a_file_is_blamed_on_the_file_that_
     bad.write_text(json.dumps({**doc, "lines": doc["lines"][:1]}))  # every file reads alone: the window is named
     error = raw_files._explain_parse_failure(con, paths, duckdb.ConversionException("a cast failed"))
     assert error.partition == "2026-09-17..2026-09-20" and "a cast failed" in error.problem, error
+
+
+def test_a_first_file_that_vanishes_while_the_window_is_located_never_lets_its_day_pass_without_it(
+        tmp_path, monkeypatch) -> None:
+    """The day's first file looked at once (a review found two looks: present at the first, gone at the second, and
+    the day went on with its later batches alone, never refused): it is located, and the read then refuses it."""
+    from pathlib import Path
+
+    from atlasmart_assets import raw_files
+    from atlasmart_assets.window import Window
+
+    window = Window.of("2026-09-01")
+    first = tmp_path / "partition=2026-09-01.json"
+    first.write_text("{}")
+    later = tmp_path / "partition=2026-09-01" / "B-2.json"
+    later.parent.mkdir()
+    later.write_text("{}")
+    looks: list[Path] = []
+    real = Path.is_file
+
+    def vanishing(self: Path) -> bool:
+        if self == first:
+            looks.append(self)
+            return len(looks) == 1  # there at the first look only
+        return real(self)
+
+    monkeypatch.setattr(Path, "is_file", vanishing)
+    paths = raw_files._locate(tmp_path, window)
+    assert paths == {first: "2026-09-01", later: "2026-09-01"}, paths
