@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterator
 import dagster as dg
 from pydantic import Field
 
-from atlasmart_assets import capacity, event_storage, notices, plan
+from atlasmart_assets import capacity, event_storage, notices, plan, sql
 from atlasmart_assets import rollback as rollback_mod
 from atlasmart_assets.alerts.format import short_window
 from atlasmart_assets.assets import day_metadata
@@ -72,15 +72,15 @@ class RollbackConfig(dg.Config):
 RESTORED_ASSETS = (STAGED_ORDER_LINES, FCT_ORDER_LINES, REVENUE_DAILY)
 
 
-def _restored_metadata(pub: Publication, day: str, restored_from: str | None, asset: tuple[str, ...],
-                       published_dir: Path, run_wide: dict[str, Any] | None) -> dict[str, Any]:
+def _restored_metadata(pub: Publication, day: str, restored_from: str | None, unresolved: int,
+                       asset: tuple[str, ...], published_dir: Path, run_wide: dict[str, Any] | None) -> dict[str, Any]:
     """One restored partition's materialization: which version it is, and what readers see now, each asset its own
-    figures: fact and mart as a correction's events carry them (day_metadata), staged its rows (the ledger keeps no
-    count of a version's unresolved customers); the rollback's own figures (`run_wide`: publication, notice, lock
-    figures) only on the newest day's, as a correction's are."""
+    figures as a correction's events carry them: fact and mart (day_metadata), staged its rows and `unresolved`
+    customers' lines; the rollback's own figures (`run_wide`: publication, notice, lock figures) only on the newest
+    day's, as a correction's are."""
     own: dict[str, Any] = (day_metadata.fact(pub, day) if asset == FCT_ORDER_LINES else
                            day_metadata.mart(pub, day, published_dir) if asset == REVENUE_DAILY else
-                           {"dagster/row_count": pub.after[day].rows})
+                           {"dagster/row_count": pub.after[day].rows, "unresolved_customers": unresolved})
     return {**own, "restored_from": restored_from or "", **(run_wide or {})}
 
 
@@ -121,6 +121,8 @@ def _roll_back_and_report(context: dg.OpExecutionContext, config: RollbackConfig
     with warehouse.reader(stats=stats) as con:
         restored = dict(con.execute("select partition_date::varchar, restored_from from audit.publications "
                                     "where publication_id = $p", {"p": pub.publication_id}).fetchall())
+        # The ledger keeps no count of a version's unresolved customers: read from what readers see now.
+        unresolved = dict(con.execute(sql.text("staged_unresolved"), pub.window.params).fetchall())
     notice = notices.notice_path(warehouse.settings, pub.publication_id)
     notice = notice if notice.exists() else None
     newest = max(pub.after)
@@ -133,7 +135,8 @@ def _roll_back_and_report(context: dg.OpExecutionContext, config: RollbackConfig
             asset_key=list(asset), partition=day,
             description=f"Rolled back to {restored.get(day)}" + (
                 f" by {pub.publication_id} ({pub.window}): {config.reason}" if day == newest else ""),
-            metadata=_restored_metadata(pub, day, restored.get(day), asset, warehouse.settings.published_dir,
+            metadata=_restored_metadata(pub, day, restored.get(day), int(unresolved.get(day, 0)), asset,
+                                        warehouse.settings.published_dir,
                                         run_wide if day == newest else None))
         for day in sorted(pub.after) for asset in RESTORED_ASSETS])
     progress.done("events", f"{len(RESTORED_ASSETS) * len(pub.after):,} partition materializations "

@@ -601,3 +601,27 @@ def test_choosing_what_to_restore_is_one_read_whatever_the_window(env, published
     with pytest.raises(ValueError, match="publication pub-nope did not publish partition 2026-09-18"):
         rollback.targets(Warehouse(), recent, "pub-nope")
     assert len(statements) == 2, statements
+
+
+def test_a_rollback_s_staged_events_carry_each_day_s_unresolved_customers_as_a_correction_s_do(env, instance) -> None:
+    """A customer missing from the dimension: the staged events of the days it bought on count its lines as
+    unresolved, after the rollback as after the correction, each day its own count as staged.order_lines shows it."""
+    customers = json.loads((env.raw_dir / "customers.json").read_text())
+    customers["customers"] = [c for c in customers["customers"] if c["customer_id"] != "C00003"]
+    (env.raw_dir / "customers.json").write_text(json.dumps(customers))
+    days = ("2026-09-18", "2026-09-19", "2026-09-20")
+    assert run_chain(instance, days[0], days[-1]).success
+    first = {d: _latest(instance, "staged/order_lines", d).asset_materialization.metadata for d in days}
+    assert run_chain(instance, days[0], days[-1], {"dagster/backfill": "bf-again",
+                                                   "atlasmart/rederive": "a second version"}).success
+    result = _rollback_run(instance, days[0], days[-1], "back to the first version")
+    assert result.success
+    truth = dict(state.table_rows(env, "(select partition_date::varchar as d, count(*) filter (where tier = 'unknown') "
+                                       "as n from staged.order_lines group by all)", "true"))
+    assert any(truth.values()), truth  # the customer bought on some day of the window
+    for day in days:
+        record = _latest(instance, "staged/order_lines", day)
+        assert record.run_id == result.run_id
+        meta = record.asset_materialization.metadata
+        assert meta["unresolved_customers"].value == truth.get(day, 0) == first[day]["unresolved_customers"].value, day
+        assert meta["dagster/row_count"].value == first[day]["dagster/row_count"].value, day
