@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from atlasmart_assets.contract import CONTROL_NAMES
@@ -67,6 +67,30 @@ def controls_match(check: str, asset: tuple[str, ...], candidate: dict[str, list
             else f"{first}controls differ from {expected_label}: {mismatches}")
     return Audit(check, asset, not mismatches, ERROR, text,
                  {"mismatches": mismatches, "partitions": len(candidate), **(extra or {})})
+
+
+# Split orders an audit's description names (its figures name up to SPLIT_ORDERS_KEPT).
+SPLIT_ORDERS_SHOWN = 3
+SPLIT_ORDERS_KEPT = 50
+
+
+def explained_by_split_orders(audit: Audit, split: list[tuple[str, str, list[str], list[str]]]) -> Audit:
+    """A failed mart-against-fact audit with what explains it, said first: the orders whose lines fall in more than
+    one of the mart's groups (day, order, its customers, the batch files its lines came from)."""
+    if not split:
+        return audit
+    shown = "; ".join(f"order {order} of {day} has lines of customers {', '.join(customers)}, in "
+                      f"{' and '.join(files) or 'no batch file found'}"
+                      for day, order, customers, files in split[:SPLIT_ORDERS_SHOWN])
+    more = f"; and {len(split) - SPLIT_ORDERS_SHOWN} more such order(s)" if len(split) > SPLIT_ORDERS_SHOWN else ""
+    # The orders first: a step's failure keeps the first 500 bytes of this.
+    text = (f"{shown}{more}: an order belongs to one customer (the mart counts it in each of its customers' country x "
+            f"tier groups, the fact once); the source must send its lines under one customer, in a new batch. "
+            f"{audit.description}")
+    kept = [{"partition": day, "order_id": order, "customers": customers, "files": files}
+            for day, order, customers, files in split[:SPLIT_ORDERS_KEPT]]
+    return replace(audit, description=text, figures={**audit.figures, "split_orders": kept,
+                                                     "split_orders_total": len(split)})
 
 
 def _deltas(candidate: dict[str, int], published: dict[str, int]) -> dict[str, dict[str, Any]]:

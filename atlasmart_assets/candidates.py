@@ -170,6 +170,16 @@ def controls(con: duckdb.DuckDBPyConnection, relation: str, window: Window, kind
     return out
 
 
+def split_orders(con: duckdb.DuckDBPyConnection, window: Window,
+                 days: Collection[str]) -> list[tuple[str, str, list[str], list[str]]]:
+    """The orders of `days` whose lines fall in more than one of the mart's country x tier groups
+    (split_orders.sql): day, order, its customers with their group, the batch files of its lines."""
+    if not days:
+        return []
+    return [tuple(row) for row in con.execute(sql.text("split_orders"), {
+        **window.params, "days": [dt.date.fromisoformat(d) for d in sorted(days)]}).fetchall()]
+
+
 # A day without staged lines (every line retracted or erased) has no row in staged_controls.sql: these are its figures,
 # so that its version has a fingerprint and a later correction can keep it as published (before, it had none, and
 # every correction built it again).

@@ -403,3 +403,60 @@ def test_a_first_file_that_vanishes_while_the_window_is_located_never_lets_its_d
     monkeypatch.setattr(Path, "is_file", vanishing)
     paths = raw_files._locate(tmp_path, window)
     assert paths == {first: "2026-09-01", later: "2026-09-01"}, paths
+
+
+def _one_order_of_two_groups(raw, lines: list[dict]) -> tuple[str, str, str]:  # noqa: ANN001
+    """Gives the first line's order to a line of a customer in another country (so in another of the mart's
+    groups): (the order, its customer, the other one)."""
+    country = {c["customer_id"]: c["country"] for c in json.loads((raw / "customers.json").read_text())["customers"]}
+    first = lines[0]
+    other = next(x for x in lines if country.get(x["customer_id"], "?") != country.get(first["customer_id"], "?"))
+    other["order_id"] = first["order_id"]
+    return first["order_id"], first["customer_id"], other["customer_id"]
+
+
+def test_an_order_of_two_customers_is_refused_naming_the_order_its_customers_and_its_file(env, instance,
+                                                                                         published) -> None:
+    """An order's lines belong to one customer: one split across country x tier groups is counted once in each by
+    the mart and once by the fact. Refused by the mart's audit, which says so, naming the order, the day, its
+    customers and the batch file (a review found "controls differ from fact_candidate" and nothing else)."""
+    published(("2026-09-17", "2026-09-18"), ("2026-09-20", None))
+    before = state.snapshot(env)
+    path = env.raw_dir / f"partition={DAY}.json"
+    doc = json.loads(path.read_text())
+    order, one, other = _one_order_of_two_groups(env.raw_dir, doc["lines"])
+    doc["manifest"]["controls"] = generate.controls_of(doc["lines"])
+    path.write_text(json.dumps(doc))
+    result = run_chain(instance, DAY)
+    assert not result.success
+    text = state.failure_text(result)
+    assert f"order {order} of {DAY} has lines of customers {min(one, other)}" in text, text
+    assert max(one, other) in text and str(path) in text, text
+    assert "an order belongs to one customer" in text, text
+    [check] = [e for e in result.get_asset_check_evaluations() if not e.passed]
+    assert check.check_name == "revenue_daily_candidate_totals_match_fact", check
+    [split] = check.metadata["figures"].value["split_orders"]
+    assert (split["partition"], split["order_id"], split["files"]) == (DAY, order, [str(path)]), split
+    assert [c.split(" ")[0] for c in split["customers"]] == sorted([one, other]), split
+    assert state.snapshot(env) == before
+
+
+def test_an_order_split_by_a_late_batch_is_refused_naming_both_files(env, instance, published) -> None:
+    """A late batch that restates one line under another customer's order: each file alone is consistent, the
+    merged day is not, and the refusal names the files that hold the order's lines."""
+    import datetime as dt
+
+    published(("2026-09-17", "2026-09-18"), ("2026-09-20", None))
+    before = state.snapshot(env)
+    day = "2026-09-18"
+    first = env.raw_dir / f"partition={day}.json"
+    lines = json.loads(first.read_text())["lines"]
+    order, _, moved = _one_order_of_two_groups(env.raw_dir, [dict(x) for x in lines])
+    line = next(x for x in lines if x["customer_id"] == moved)
+    restated = {**line, "order_id": order, "source_sequence": max(x["source_sequence"] for x in lines) + 1}
+    late = generate.write_batch(env.raw_dir, dt.date.fromisoformat(day), "B-2026-09-18-02", [restated])
+    result = run_chain(instance, day, day, {"dagster/backfill": "bf-split", "atlasmart/reason": "late batch"})
+    assert not result.success
+    text = state.failure_text(result)
+    assert f"order {order} of {day} has lines of customers" in text and str(first) in text and str(late) in text, text
+    assert state.snapshot(env) == before
