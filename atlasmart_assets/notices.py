@@ -22,10 +22,12 @@ from typing import Any, Mapping, Sequence
 
 import duckdb
 
+from atlasmart_assets import sql
 from atlasmart_assets.alerts import format as fmt
 from atlasmart_assets.extracts import file_name
 from atlasmart_assets.scope import RunInfo
 from atlasmart_assets.settings import Settings
+from atlasmart_assets.warehouse.ledger import fingerprints_differ
 
 UI_BASE_URL_ENV = "ATLASMART_UI_BASE_URL"
 DEFAULT_UI_BASE_URL = "http://localhost:3000"
@@ -189,6 +191,8 @@ def collect(con: duckdb.DuckDBPyConnection, cfg: Settings, publication_id: str, 
         day = r[1].isoformat()
         first.setdefault(day, r)
         latest[day] = r
+    prints = {row[0]: row[2:] for row in con.execute(sql.text("notice_fingerprints").format(where=where),
+                                                      {"v": value}).fetchall()}
     changes = []
     for day in sorted(latest):
         r, f = latest[day], first[day]
@@ -196,7 +200,9 @@ def collect(con: duckdb.DuckDBPyConnection, cfg: Settings, publication_id: str, 
         changes.append(fmt.PartitionChange(
             partition=day, publication_id=r[2], kind=r[3], rows_before=f[12], rows_after=r[13],
             controls_before=json.loads(f[14]) if f[14] else None, controls_after=json.loads(r[15]),
-            sha256_before=f[16], sha256_after=r[17], changed=f[16] != r[17], restored_from=r[19]))
+            sha256_before=f[16], sha256_after=r[17], changed=f[16] != r[17], restored_from=r[19],
+            lines_changed=f[16] == r[17] and fingerprints_differ(prints.get(f[0], (None, None))[1],
+                                                                 prints.get(r[0], (None, None))[0])))
     last = rows[-1]
     return Notice(
         name=notice_name(backfill_id or publication_id), kind=last[3], backfill_id=backfill_id,
@@ -234,6 +240,7 @@ def markdown(n: Notice) -> str:
         else "Publication"
     title = f"backfill {fmt.md(n.backfill_id)}" if n.backfill_id else f"publication {fmt.md(n.publication_ids[-1])}"
     changed = [c.partition for c in n.refresh]
+    lines = [c.partition for c in n.changes if c.lines_changed]
     who = fmt.md(n.requested_by) if n.requested_by else "no user tag"
     head = [
         f"# {what} notice — {title}",
@@ -247,7 +254,9 @@ def markdown(n: Notice) -> str:
         f"- Requested by: {who}",
         *([f"- Fence override: {fmt.md(n.fence_override)}"] if n.fence_override else []),
         *([f"- Tags: {', '.join(f'{fmt.md(k)}={fmt.md(v)}' for k, v in sorted(n.tags.items()))}"] if n.tags else []),
-        f"- Days republished: {len(n.changes)}; content changed: {fmt.md(fmt.window_text(changed)) or 'none'}",
+        f"- Days republished: {len(n.changes)}; content changed: {fmt.md(fmt.window_text(changed)) or 'none'}"
+        + (f"; lines changed, content the same: {fmt.md(fmt.window_text(lines))} (their staged and fact rows differ: a "
+           "sku, a customer of the same country and tier, a time; their controls and mart rows do not)" if lines else ""),
         "",
         "## Days, before → after",
         "",
@@ -257,7 +266,7 @@ def markdown(n: Notice) -> str:
     for c in n.changes:
         moved = ", ".join(fmt.control_deltas(c.controls_before, c.controls_after)) if c.changed else "none"
         sha = (f"{(c.sha256_before or '—')[:12]} → {c.sha256_after[:12]}" if c.changed
-               else f"unchanged {c.sha256_after[:12]}")
+               else f"unchanged {c.sha256_after[:12]}" + (" (lines changed)" if c.lines_changed else ""))
         restored = f" (restores {fmt.md(c.restored_from)})" if c.restored_from else ""
         head.append(f"| [{fmt.md(c.partition)}]({links.asset(PUBLISHED_ASSET, c.partition)}) "
                     f"| {fmt.delta(c.rows_before, c.rows_after)} | {moved} "

@@ -287,3 +287,42 @@ def test_the_merge_replaces_merged_lines_an_earlier_release_wrote_as_a_table() -
     assert con.execute("select table_type from information_schema.tables where table_name = 'merged_lines'"
                        ).fetchone()[0] == "VIEW"
     assert con.execute("select line_id from candidate.merged_lines").fetchall() == [("L1",)]
+
+
+def test_a_late_batch_that_changes_lines_but_no_figure_is_told_as_a_change_of_the_fact(env, instance, published,
+                                                                                     capsys) -> None:
+    """A restated line with another sku: the fact's rows change, its controls, the mart and the extract's content do
+    not. The fact's event says the day changed and the notice names it (a review found `changed: False` and
+    "content changed: none" alone, though the fact's rows differ)."""
+    _publish_history(published)
+    day = dt.date.fromisoformat(DAY)
+    lines = json.loads((env.raw_dir / f"partition={DAY}.json").read_text())["lines"]
+    line = lines[0]
+    restated = {**line, "sku": line["sku"] + "-X", "source_sequence": max(x["source_sequence"] for x in lines) + 1}
+    generate.write_batch(env.raw_dir, day, "B-2026-09-18-02", [restated])
+    fact_before = state.table_rows(env, "fact.fct_order_lines", f"partition_date = '{DAY}'")
+    sha_before = extracts.read(env, DAY)["sha256"]
+    result = run_chain(instance, "2026-09-17", "2026-09-20", BF)
+    assert result.success, state.failure_text(result)
+    assert state.table_rows(env, "fact.fct_order_lines", f"partition_date = '{DAY}'") != fact_before
+    assert extracts.read(env, DAY)["sha256"] == sha_before, "the extract's content is the same"
+    for d in ("2026-09-17", "2026-09-18", "2026-09-19", "2026-09-20"):
+        [record] = instance.fetch_materializations(dg.AssetRecordsFilter(
+            asset_key=dg.AssetKey(["fact", "fct_order_lines"]), asset_partitions=[d]), limit=1).records
+        assert record.run_id == result.run_id
+        assert record.asset_materialization.metadata["changed"].value == (d == DAY), d
+    [newest] = instance.fetch_materializations(dg.AssetRecordsFilter(
+        asset_key=dg.AssetKey(["fact", "fct_order_lines"]), asset_partitions=["2026-09-20"]), limit=1).records
+    meta = newest.asset_materialization.metadata
+    assert meta["changed_partitions"].value == 0 and meta["lines_changed_partitions"].value == 1, meta
+    notice = (env.notices_dir / "bf-late.md").read_text()
+    assert f"lines changed, content the same: {DAY}" in notice, notice
+    # Rolled back, the fact's rows change back: its event says so too.
+    from atlasmart_assets.definitions import defs
+
+    back = defs.resolve_job_def("rollback_job").execute_in_process(instance=instance, run_config={"ops": {
+        "rollback_range": {"config": {"start": DAY, "reason": "the sku was right"}}}})
+    assert back.success and state.table_rows(env, "fact.fct_order_lines", f"partition_date = '{DAY}'") == fact_before
+    [record] = instance.fetch_materializations(dg.AssetRecordsFilter(
+        asset_key=dg.AssetKey(["fact", "fct_order_lines"]), asset_partitions=[DAY]), limit=1).records
+    assert record.run_id == back.run_id and record.asset_materialization.metadata["changed"].value is True

@@ -133,6 +133,8 @@ class PartitionChange:
     sha256_after: str
     changed: bool
     restored_from: str | None = None
+    # Its staged and fact lines changed though the extract's content did not (ledger.Publication.lines_changed).
+    lines_changed: bool = False
 
 
 @dataclass(frozen=True)

@@ -17,14 +17,15 @@ from atlasmart_assets.warehouse.ledger import Publication
 
 def fact(pub: Publication, day: str) -> dict[str, Any]:
     """The fact's: its rows, its six controls before and after (with the sha256 the extract had, where it changed),
-    whether the day changed, and the sha256 of the landing batches it was built from."""
+    whether the day's rows changed (its extract's content, or only lines the controls and the mart do not see),
+    and the sha256 of the landing batches it was built from."""
     after, before = pub.after[day], pub.before.get(day)
     changed = day in pub.changed
     return {
         "dagster/row_count": after.rows,
         "controls": controls_md(before.controls if before else None, after.controls,
                                 before.sha256 if before and changed else None),
-        "changed": changed,
+        "changed": changed or day in pub.lines_changed,
         "input_sha256": after.input_sha256 or "",
     }
 

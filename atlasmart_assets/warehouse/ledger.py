@@ -4,6 +4,7 @@ changed, and the superseded versions retained for a rollback."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import uuid
 from dataclasses import dataclass
@@ -109,9 +110,27 @@ class Publication:
     after: dict[str, DayCandidate]
     lock_hold_s: float
 
-    @property
+    @functools.cached_property
     def changed(self) -> list[str]:
+        """The days whose extract's content changed (controls or mart rows), or that are new."""
         return [p for p, c in self.after.items() if p not in self.before or self.before[p].sha256 != c.sha256]
+
+    @functools.cached_property
+    def lines_changed(self) -> list[str]:
+        """The days whose staged (and so fact) lines changed though their extract's content did not: a sku, a
+        customer of the same country and tier, a time. Where a fingerprint is unknown or of another DuckDB release,
+        nothing is claimed."""
+        content = set(self.changed)
+        return [p for p, c in self.after.items() if p not in content and fingerprints_differ(
+            self.before[p].fingerprint, c.fingerprint)]
+
+
+def fingerprints_differ(before: str | None, after: str | None) -> bool:
+    """Whether two staged-line fingerprints (candidates.fingerprint) say the lines differ: both known, of the same
+    DuckDB release, and not equal."""
+    if not before or not after or before == after:
+        return False
+    return before.split(":", 1)[0] == after.split(":", 1)[0]
 
 
 def new_publication_id(kind: str) -> str:
