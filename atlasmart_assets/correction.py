@@ -279,6 +279,22 @@ def _take_window(wh: Warehouse, scope: RunScope, stats: LockStats, run_finished:
         collect_abandoned(wh, lambda run_id: run_id != scope.run.run_id and run_finished(run_id), stats)
 
 
+def since_earlier_attempts(wh: Warehouse, pub: Publication, run_ids: list[str],
+                           stats: LockStats | None = None) -> Publication:
+    """`pub` with each day's `before` as it was before the first publication of it by one of `run_ids` (a retried
+    run's earlier attempts), if any: a retry that publishes again what its first attempt committed (and then failed
+    before its events) tells the change the run made, not "unchanged" since that attempt."""
+    if not run_ids:
+        return pub
+    with wh.reader(stats=stats) as con:
+        firsts = dict(con.execute(sql.text("first_replaced_by"), {**pub.window.params, "runs": run_ids}).fetchall())
+        if not firsts:
+            return pub
+        replaced = ledger.published(con, {d: p for d, p in firsts.items() if p is not None})
+    before = {d: c for d, c in pub.before.items() if d not in firsts}
+    return replace(pub, before={**before, **replaced})
+
+
 def release_window(wh: Warehouse, run_id: str, stats: LockStats | None = None) -> None:
     with wh.writer(stats) as con:
         flags.clear(con, run_id)

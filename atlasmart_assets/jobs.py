@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterator
 import dagster as dg
 from pydantic import Field
 
-from atlasmart_assets import capacity, event_storage, notices, plan, sql
+from atlasmart_assets import attempts, capacity, event_storage, notices, plan, sql
 from atlasmart_assets import rollback as rollback_mod
 from atlasmart_assets.alerts.format import short_window
 from atlasmart_assets.assets import day_metadata
@@ -112,10 +112,17 @@ def _roll_back_and_report(context: dg.OpExecutionContext, config: RollbackConfig
                           progress: Progress) -> Iterator[dg.DagsterEvent | dg.Output]:
     log = _log_for(context)
     stats = LockStats()
-    pub = rollback_mod.rollback(warehouse, config.start, config.end, config.reason, context.run.run_id,
-                                config.to_publication, progress,
-                                capacity.GiveWay(context.instance, warehouse.settings.backfill_give_way_s,
-                                                 lambda line: log(f"rollback: {line}")), stats)
+    earlier = attempts.earlier(context.instance, context.run)
+    pub = rollback_mod.committed_by(warehouse, config.start, config.end, earlier, stats)
+    if pub is not None:
+        log(f"rollback: an earlier attempt of this run committed {pub.publication_id}; nothing is rolled back again, "
+            "its events are written now")
+        progress.done("publish", f"publication {pub.publication_id}, committed by an earlier attempt of this run")
+    else:
+        pub = rollback_mod.rollback(warehouse, config.start, config.end, config.reason, context.run.run_id,
+                                    config.to_publication, progress,
+                                    capacity.GiveWay(context.instance, warehouse.settings.backfill_give_way_s,
+                                                     lambda line: log(f"rollback: {line}")), stats)
     context.log.info(f"rolled back {pub.window}: publication {pub.publication_id}, {len(pub.changed)} partition(s) "
                      f"changed: {short_window(pub.changed) or 'none'}")
     with warehouse.reader(stats=stats) as con:

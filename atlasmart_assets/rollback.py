@@ -14,6 +14,7 @@ from atlasmart_assets.progress import Progress
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunInfo
 from atlasmart_assets.warehouse.connection import GiveWay, LockStats
+from atlasmart_assets.warehouse import ledger
 from atlasmart_assets.warehouse.ledger import Publication
 from atlasmart_assets.warehouse.publish import PublishConflict, publish, restore_candidates
 from atlasmart_assets.window import Window
@@ -75,6 +76,29 @@ def header(start: str, end: str | None) -> str:
         return f"rollback {Window.of(start, end)}"
     except ValueError:
         return "rollback (of a window that is not valid)"
+
+
+def committed_by(wh: Warehouse, start: str, end: str | None, run_ids: list[str],
+                 stats: LockStats | None = None) -> Publication | None:
+    """The rollback of [start, end] that one of `run_ids` (a retried run's earlier attempts) committed, as it
+    published it, if one did: a retry writes its events instead of stepping each day back once more. Refused if a
+    day of the window was published since (a retry must not report as current what is not)."""
+    if not run_ids:
+        return None
+    window = Window.of(start, end)
+    with wh.reader(stats=stats) as con:
+        found = con.execute(sql.text("rollback_committed_by"), {**window.params, "runs": run_ids}).fetchone()
+        if found is None:
+            return None
+        pub_id, replaced = found[0], {str(d): p for d, p in zip(found[1], found[2]) if p is not None}
+        now = ledger.current(con, window)
+        moved = sorted(p for p in window.keys if p not in now or now[p].publication_id != pub_id)
+        if moved:
+            raise PublishConflict(f"an earlier attempt of this run committed rollback {pub_id} of {window}, and "
+                                  f"partitions {window_label(moved)} were published since: nothing was rolled back "
+                                  "again; roll back anew from what is current")
+        after = ledger.publication_candidates(con, {p: pub_id for p in window.keys})
+        return Publication(pub_id, "rollback", window, ledger.published(con, replaced), after, 0.0)
 
 
 def rollback(wh: Warehouse, start: str, end: str | None, reason: str, run_id: str,

@@ -326,3 +326,48 @@ def test_a_late_batch_that_changes_lines_but_no_figure_is_told_as_a_change_of_th
     [record] = instance.fetch_materializations(dg.AssetRecordsFilter(
         asset_key=dg.AssetKey(["fact", "fct_order_lines"]), asset_partitions=[DAY]), limit=1).records
     assert record.run_id == back.run_id and record.asset_materialization.metadata["changed"].value is True
+
+
+def _daily_job() -> dg.JobDefinition:
+    from atlasmart_assets.definitions import defs
+
+    return defs.resolve_job_def("atlasmart_daily")
+
+
+def test_a_retried_correction_that_committed_before_it_failed_tells_the_change_it_made(env, published,
+                                                                                       monkeypatch) -> None:
+    """A correction commits, then fails writing its events; its retry publishes the same content again. Its events
+    tell the change from before the first attempt, not "unchanged" from what the first attempt published (a review
+    found every day `changed: False` and no change chart, beside a notice naming the change)."""
+    from atlasmart_assets.assets import day_metadata
+    from atlasmart_assets.contract import RANGE_END_TAG, RANGE_START_TAG
+
+    _publish_history(published)
+    generate.late_delta(env.raw_dir, dt.date.fromisoformat(DAY), "B-2026-09-18-02", new=2, restate=1, retract=1)
+    real, failed = day_metadata.fact, []
+
+    def once(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        if not failed:
+            failed.append(True)
+            raise RuntimeError("failed while writing the events")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(day_metadata, "fact", once)
+    tags = {**BF, RANGE_START_TAG: "2026-09-17", RANGE_END_TAG: "2026-09-19"}
+    with dg.instance_for_test() as inst:
+        first = dg.execute_job(dg.reconstructable(_daily_job), inst, tags=tags, raise_on_error=False)
+        assert not first.success and failed
+        sha_first = extracts.read(env, DAY)["sha256"]
+        retry = dg.execute_job(dg.reconstructable(_daily_job), inst, tags=tags, raise_on_error=False,
+                               reexecution_options=dg.ReexecutionOptions.from_failure(first.run_id, inst))
+        assert retry.success
+        assert extracts.read(env, DAY)["sha256"] == sha_first
+        for d in ("2026-09-17", "2026-09-18", "2026-09-19"):
+            [record] = inst.fetch_materializations(dg.AssetRecordsFilter(
+                asset_key=dg.AssetKey(["fact", "fct_order_lines"]), asset_partitions=[d]), limit=1).records
+            assert record.run_id == retry.run_id
+            assert record.asset_materialization.metadata["changed"].value == (d == DAY), d
+        [newest] = inst.fetch_materializations(dg.AssetRecordsFilter(
+            asset_key=dg.AssetKey(["mart", "revenue_daily"]), asset_partitions=["2026-09-19"]), limit=1).records
+        meta = newest.asset_materialization.metadata
+        assert meta["changed_partitions"].value == 1 and "change_chart" in meta, meta

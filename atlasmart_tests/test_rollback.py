@@ -625,3 +625,53 @@ def test_a_rollback_s_staged_events_carry_each_day_s_unresolved_customers_as_a_c
         meta = record.asset_materialization.metadata
         assert meta["unresolved_customers"].value == truth.get(day, 0) == first[day]["unresolved_customers"].value, day
         assert meta["dagster/row_count"].value == first[day]["dagster/row_count"].value, day
+
+
+def _rollback_job() -> dg.JobDefinition:
+    return defs.resolve_job_def("rollback_job")
+
+
+def test_a_retried_rollback_that_committed_before_it_failed_steps_back_once_and_writes_its_events(
+        env, monkeypatch) -> None:
+    """A rollback commits, then fails writing its events; re-executed from that failure (the UI's "Re-execute"), it
+    must not step back a second version (a review found v3 -> v2, then v2 -> v1): it finds the publication its
+    earlier attempt committed and writes that one's events."""
+    from atlasmart_assets.assets import day_metadata
+
+    day = "2026-09-20"
+    with dg.instance_for_test() as inst:
+        for k in range(3):
+            if k:  # each version of other content: a late batch with one more line
+                generate.late_delta(env.raw_dir, dt.date.fromisoformat(day), f"B-2026-09-20-0{k + 1}", new=1,
+                                    restate=0, retract=0, seed=k)
+            assert run_chain(inst, day, day, {"dagster/backfill": f"bf-v{k}"}).success
+        [(v3, v2)] = state.table_rows(env, "(select partition_date, publication_id, prev_publication_id from "
+                                           f"audit.current_publications where partition_date = '{day}')",
+                                      "true")[0][1:],
+        real, failed = day_metadata.fact, []
+
+        def once(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            if not failed:
+                failed.append(True)
+                raise RuntimeError("failed while writing the events")
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(day_metadata, "fact", once)
+        config = {"ops": {"rollback_range": {"config": {"start": day, "reason": "undo the third version"}}}}
+        first = dg.execute_job(dg.reconstructable(_rollback_job), inst, run_config=config, raise_on_error=False)
+        assert not first.success
+        [(pub, restored)] = state.table_rows(env, "(select publication_id, restored_from from audit."
+                                                  f"current_publications where partition_date = '{day}')")
+        assert restored == v2, "the first attempt committed its rollback"
+        retry = dg.execute_job(dg.reconstructable(_rollback_job), inst, raise_on_error=False,
+                               reexecution_options=dg.ReexecutionOptions.from_failure(first.run_id, inst))
+        assert retry.success
+        now = state.table_rows(env, "(select publication_id, restored_from from audit.current_publications "
+                                    f"where partition_date = '{day}')")
+        assert now == [(pub, v2)], "the retry rolled nothing back again"
+        for asset in ASSETS:
+            record = _latest(inst, asset, day)
+            assert record.run_id == retry.run_id, asset
+            meta = record.asset_materialization.metadata
+            assert meta["publication_id"].value == pub and meta["restored_from"].value == v2, (asset, meta)
+        assert _latest(inst, "fact/fct_order_lines", day).asset_materialization.metadata["changed"].value is True

@@ -5,7 +5,7 @@ from typing import Callable, Iterator
 
 import dagster as dg
 
-from atlasmart_assets import capacity, failpoints, correction
+from atlasmart_assets import attempts, capacity, correction, failpoints
 from atlasmart_assets.assets.common import (
     BACKFILL_POLICY,
     CODE_VERSION,
@@ -81,6 +81,9 @@ def _correct_and_report(context: dg.AssetExecutionContext, warehouse: Warehouse,
     refuse(str(scope.window), outcome.audits)
     pub = outcome.publication
     assert pub is not None
+    # A retry's publish repeats what an earlier attempt committed: its events tell the change since before that one.
+    pub = correction.since_earlier_attempts(warehouse, pub, attempts.earlier(context.instance, context.run),
+                                            outcome.stats)
     cfg = warehouse.settings
     path = notice_path(cfg, scope.run.backfill_id or pub.publication_id)
     notice = {"change_notice": dg.MetadataValue.path(str(path))} if path.exists() else {}

@@ -148,12 +148,27 @@ def _named(value: str | None) -> tuple[str, ...] | None:
 
 
 def current(con: duckdb.DuckDBPyConnection, window: Window) -> dict[str, Current]:
+    return _currents(con, "audit.current_publications", "where partition_date between $start and $end",
+                     window.params)
+
+
+def published(con: duckdb.DuckDBPyConnection, versions: dict[str, str]) -> dict[str, Current]:
+    """The publication `versions` names for each day, as readers saw it while it was current."""
+    days = sorted(versions)
+    return _currents(con, "audit.publications join (select unnest($days::date[]) as partition_date, "
+                          "unnest($pubs::varchar[]) as publication_id) using (partition_date, publication_id)", "",
+                     {"days": days, "pubs": [versions[d] for d in days]})
+
+
+def _currents(con: duckdb.DuckDBPyConnection, source: str, where: str,
+              params: dict[str, Any]) -> dict[str, Current]:
+    """Ledger rows of `source` (a relation chosen by code) as Current, with their version's fingerprint."""
     rows = con.execute(
         "select partition_date, publication_id, seq, rows_after, controls_after, sha256_after, extract_json, "
         "prev_publication_id, d.fingerprint, coalesce(d.stored_as, publication_id), input_sha256, dimension_version, "
         f"code_version, requests_applied, kind, {_requests_named(con)} "
-        "from audit.current_publications left join audit.day_versions d using (partition_date, publication_id) "
-        "where partition_date between $start and $end", window.params).fetchall()
+        f"from {source} left join audit.day_versions d using (partition_date, publication_id) {where}",
+        params).fetchall()
     return {r[0].isoformat(): Current(r[0].isoformat(), r[1], r[2], r[3], json.loads(r[4]), *r[5:13],
                                       tuple(json.loads(r[13])) if r[13] else (), r[14], _named(r[15]))
             for r in rows}
