@@ -165,9 +165,10 @@ def swap(cfg: Settings, version: str) -> None:
         (cfg.versions_dir / previous / SUPERSEDED).touch()
 
 
-def prune(cfg: Settings, keep: set[str], immediately: bool = False) -> None:
+def prune(cfg: Settings, keep: set[str], immediately: bool = False, superseded: bool | None = None) -> None:
     """Remove versions no ledger row needs any more (and half-built ones from crashed runs), once they have been
-    superseded for longer than the grace period."""
+    superseded for longer than the grace period. `superseded`: only the versions a swap superseded (True), only
+    those never swapped in (False: half-built, or another publisher's before its commit), or both (None)."""
     if not cfg.versions_dir.exists():
         return
     current = current_version(cfg)
@@ -176,7 +177,13 @@ def prune(cfg: Settings, keep: set[str], immediately: bool = False) -> None:
         if path.name in keep or path.name == current:
             continue
         marker = path / SUPERSEDED
-        since = marker.stat().st_mtime if marker.exists() else path.stat().st_mtime
+        marked = marker.exists()
+        if superseded is not None and marked != superseded:
+            continue
+        try:
+            since = marker.stat().st_mtime if marked else path.stat().st_mtime
+        except FileNotFoundError:  # another publisher's prune took it meanwhile
+            continue
         if immediately or since < cutoff:
             shutil.rmtree(path, ignore_errors=True)
 

@@ -375,10 +375,20 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
             extracts.swap(cfg, pub_id)
             failpoint("swapped")
             notices.write(cfg, con, pub_id, run, after)
-            # Earlier extract versions hold the erased days' old figures: only the current one survives an erasure.
-            extracts.prune(cfg, {pub_id} if erase else keep | {pub_id}, immediately=bool(erase))
+            # Earlier extract versions hold the erased days' old figures: only the current one survives an erasure,
+            # in the hold that commits it.
+            # A version never swapped in (a crashed run's) is judged in the hold: another publisher's, built in its
+            # own hold, is never taken half-way. A superseded one only goes after the hold (below).
+            if erase:
+                extracts.prune(cfg, {pub_id}, immediately=True)
+            else:
+                extracts.prune(cfg, keep | {pub_id}, superseded=False)
             over = ledger.over_retention(con, cfg.retain_versions, window) if ahead else set()
             hold = time.monotonic() - acquired
+        if not erase:
+            # A superseded version is a link per published day: removing it grows with the published history, not
+            # the window, so no hold waits on it. None is swapped in again (a publication gets a new one).
+            extracts.prune(cfg, keep | {pub_id}, superseded=True)
         _prune(wh, [part for part in parts if over & set(part.keys)], stats, give_way)
         return Publication(pub_id, kind, window, before, after, hold)
     except BaseException:
