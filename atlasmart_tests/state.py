@@ -4,6 +4,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+import dagster as dg
 import duckdb
 
 from atlasmart_assets.settings import Settings
@@ -56,3 +57,10 @@ def failure_causes(result: Any) -> list[str]:
         causes.append(error.message)
         error = error.cause
     return causes
+
+
+def latest(instance: dg.DagsterInstance, asset: str, day: str) -> dg.EventLogRecord:
+    """The newest materialization of `asset` ("fact/fct_order_lines") for partition `day`."""
+    [record] = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset.split("/")), asset_partitions=[day]), limit=1).records
+    return record

@@ -72,13 +72,10 @@ class Staging:
     written_in_hold: list[str] = field(default_factory=list)
 
 
-@contextlib.contextmanager
-def _spy(monkeypatch: pytest.MonkeyPatch, after_first: Callable[[str], None] | None = None) -> Iterator[Staging]:
-    """Watch the extracts' writes; after the first write_ahead, `after_first(version)`: what another publisher does
-    before this one takes the lock."""
-    seen = Staging()
+def _holds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count the writer holds of the warehouse open now: the list's one element."""
     held = [0]
-    real_writer, real_ahead, real_write = Warehouse.writer, extracts.write_ahead, extracts._write
+    real_writer = Warehouse.writer
 
     @contextlib.contextmanager
     def writer(self: Warehouse, *args: Any, **kwargs: Any) -> Iterator[Any]:
@@ -88,6 +85,18 @@ def _spy(monkeypatch: pytest.MonkeyPatch, after_first: Callable[[str], None] | N
                 yield con
             finally:
                 held[0] -= 1
+
+    monkeypatch.setattr(Warehouse, "writer", writer)
+    return held
+
+
+@contextlib.contextmanager
+def _spy(monkeypatch: pytest.MonkeyPatch, after_first: Callable[[str], None] | None = None) -> Iterator[Staging]:
+    """Watch the extracts' writes; after the first write_ahead, `after_first(version)`: what another publisher does
+    before this one takes the lock."""
+    seen = Staging()
+    held = _holds(monkeypatch)
+    real_ahead, real_write = extracts.write_ahead, extracts._write
 
     def write_ahead(cfg: Settings, version: str, changed: dict[str, str]) -> None:
         seen.ahead.append((version, held[0] > 0))
@@ -100,7 +109,6 @@ def _spy(monkeypatch: pytest.MonkeyPatch, after_first: Callable[[str], None] | N
             seen.written_in_hold.append(path.name)
         real_write(path, text)
 
-    monkeypatch.setattr(Warehouse, "writer", writer)
     monkeypatch.setattr(extracts, "write_ahead", write_ahead)
     monkeypatch.setattr(extracts, "_write", write)
     yield seen
@@ -179,23 +187,13 @@ def test_superseded_versions_are_removed_after_the_commit_hold_unless_an_erasure
     for day in DAYS:
         d = dt.date.fromisoformat(day)
         generate.write_raw(env.raw_dir, d, generate.synthetic_lines(d, 300, 20))
-    held, pruned = [0], []
-    real_writer, real_prune = Warehouse.writer, extracts.prune
-
-    @contextlib.contextmanager
-    def writer(self: Warehouse, *args: Any, **kwargs: Any) -> Iterator[Any]:
-        with real_writer(self, *args, **kwargs) as con:
-            held[0] += 1
-            try:
-                yield con
-            finally:
-                held[0] -= 1
+    held, pruned = _holds(monkeypatch), []
+    real_prune = extracts.prune
 
     def prune(cfg: Settings, keep: set[str], immediately: bool = False, superseded: bool | None = None) -> None:
         pruned.append((immediately, superseded, held[0] > 0))
         real_prune(cfg, keep, immediately, superseded)
 
-    monkeypatch.setattr(Warehouse, "writer", writer)
     monkeypatch.setattr(extracts, "prune", prune)
     assert run_chain(instance, DAYS[0], DAYS[-1]).success
     assert run_chain(instance, DAYS[0], DAYS[-1], {"dagster/backfill": "bf-2", "atlasmart/rederive": "again"}).success

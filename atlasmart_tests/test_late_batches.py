@@ -9,7 +9,7 @@ import pytest
 
 from atlasmart_assets import cli, evidence, extracts, generate
 from atlasmart_assets.lab import run_chain
-from atlasmart_tests import state
+from atlasmart_tests import retries, state
 
 DAY = "2026-09-18"
 BF = {"dagster/backfill": "bf-late", "atlasmart/reason": "late batch from the OMS"}
@@ -307,13 +307,10 @@ def test_a_late_batch_that_changes_lines_but_no_figure_is_told_as_a_change_of_th
     assert state.table_rows(env, "fact.fct_order_lines", f"partition_date = '{DAY}'") != fact_before
     assert extracts.read(env, DAY)["sha256"] == sha_before, "the extract's content is the same"
     for d in ("2026-09-17", "2026-09-18", "2026-09-19", "2026-09-20"):
-        [record] = instance.fetch_materializations(dg.AssetRecordsFilter(
-            asset_key=dg.AssetKey(["fact", "fct_order_lines"]), asset_partitions=[d]), limit=1).records
+        record = state.latest(instance, "fact/fct_order_lines", d)
         assert record.run_id == result.run_id
         assert record.asset_materialization.metadata["changed"].value == (d == DAY), d
-    [newest] = instance.fetch_materializations(dg.AssetRecordsFilter(
-        asset_key=dg.AssetKey(["fact", "fct_order_lines"]), asset_partitions=["2026-09-20"]), limit=1).records
-    meta = newest.asset_materialization.metadata
+    meta = state.latest(instance, "fact/fct_order_lines", "2026-09-20").asset_materialization.metadata
     assert meta["changed_partitions"].value == 0 and meta["lines_changed_partitions"].value == 1, meta
     notice = (env.notices_dir / "bf-late.md").read_text()
     assert f"lines changed, content the same: {DAY}" in notice, notice
@@ -323,8 +320,7 @@ def test_a_late_batch_that_changes_lines_but_no_figure_is_told_as_a_change_of_th
     back = defs.resolve_job_def("rollback_job").execute_in_process(instance=instance, run_config={"ops": {
         "rollback_range": {"config": {"start": DAY, "reason": "the sku was right"}}}})
     assert back.success and state.table_rows(env, "fact.fct_order_lines", f"partition_date = '{DAY}'") == fact_before
-    [record] = instance.fetch_materializations(dg.AssetRecordsFilter(
-        asset_key=dg.AssetKey(["fact", "fct_order_lines"]), asset_partitions=[DAY]), limit=1).records
+    record = state.latest(instance, "fact/fct_order_lines", DAY)
     assert record.run_id == back.run_id and record.asset_materialization.metadata["changed"].value is True
 
 
@@ -344,15 +340,7 @@ def test_a_retried_correction_that_committed_before_it_failed_tells_the_change_i
 
     _publish_history(published)
     generate.late_delta(env.raw_dir, dt.date.fromisoformat(DAY), "B-2026-09-18-02", new=2, restate=1, retract=1)
-    real, failed = day_metadata.fact, []
-
-    def once(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        if not failed:
-            failed.append(True)
-            raise RuntimeError("failed while writing the events")
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(day_metadata, "fact", once)
+    failed = retries.fail_once(monkeypatch, day_metadata, "fact")
     tags = {**BF, RANGE_START_TAG: "2026-09-17", RANGE_END_TAG: "2026-09-19"}
     with dg.instance_for_test() as inst:
         first = dg.execute_job(dg.reconstructable(_daily_job), inst, tags=tags, raise_on_error=False)
@@ -363,11 +351,8 @@ def test_a_retried_correction_that_committed_before_it_failed_tells_the_change_i
         assert retry.success
         assert extracts.read(env, DAY)["sha256"] == sha_first
         for d in ("2026-09-17", "2026-09-18", "2026-09-19"):
-            [record] = inst.fetch_materializations(dg.AssetRecordsFilter(
-                asset_key=dg.AssetKey(["fact", "fct_order_lines"]), asset_partitions=[d]), limit=1).records
+            record = state.latest(inst, "fact/fct_order_lines", d)
             assert record.run_id == retry.run_id
             assert record.asset_materialization.metadata["changed"].value == (d == DAY), d
-        [newest] = inst.fetch_materializations(dg.AssetRecordsFilter(
-            asset_key=dg.AssetKey(["mart", "revenue_daily"]), asset_partitions=["2026-09-19"]), limit=1).records
-        meta = newest.asset_materialization.metadata
+        meta = state.latest(inst, "mart/revenue_daily", "2026-09-19").asset_materialization.metadata
         assert meta["changed_partitions"].value == 1 and "change_chart" in meta, meta

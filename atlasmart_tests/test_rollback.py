@@ -21,7 +21,7 @@ from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.warehouse import publish as publish_mod
 from atlasmart_assets.warehouse.publish import PublishConflict, restore_candidates
 from atlasmart_assets.window import Window
-from atlasmart_tests import state
+from atlasmart_tests import retries, state
 from atlasmart_tests.plans import Watched
 
 
@@ -118,10 +118,7 @@ def test_a_cli_rollback_shows_its_lines_in_the_terminal_as_they_are_written(env,
 ASSETS = ("staged/order_lines", "fact/fct_order_lines", "mart/revenue_daily")
 
 
-def _latest(instance: dg.DagsterInstance, asset: str, day: str) -> dg.EventLogRecord:
-    [record] = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset.split("/")), asset_partitions=[day]), limit=1).records
-    return record
+_latest = state.latest
 
 
 def _rollback_row(cfg, day: str) -> tuple:
@@ -645,18 +642,9 @@ def test_a_retried_rollback_that_committed_before_it_failed_steps_back_once_and_
                 generate.late_delta(env.raw_dir, dt.date.fromisoformat(day), f"B-2026-09-20-0{k + 1}", new=1,
                                     restate=0, retract=0, seed=k)
             assert run_chain(inst, day, day, {"dagster/backfill": f"bf-v{k}"}).success
-        [(v3, v2)] = state.table_rows(env, "(select partition_date, publication_id, prev_publication_id from "
-                                           f"audit.current_publications where partition_date = '{day}')",
-                                      "true")[0][1:],
-        real, failed = day_metadata.fact, []
-
-        def once(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-            if not failed:
-                failed.append(True)
-                raise RuntimeError("failed while writing the events")
-            return real(*args, **kwargs)
-
-        monkeypatch.setattr(day_metadata, "fact", once)
+        [(v2,)] = state.table_rows(env, "(select prev_publication_id from audit.current_publications "
+                                        f"where partition_date = '{day}')")
+        retries.fail_once(monkeypatch, day_metadata, "fact")
         config = {"ops": {"rollback_range": {"config": {"start": day, "reason": "undo the third version"}}}}
         first = dg.execute_job(dg.reconstructable(_rollback_job), inst, run_config=config, raise_on_error=False)
         assert not first.success
