@@ -279,20 +279,45 @@ def _take_window(wh: Warehouse, scope: RunScope, stats: LockStats, run_finished:
         collect_abandoned(wh, lambda run_id: run_id != scope.run.run_id and run_finished(run_id), stats)
 
 
+@dataclass(frozen=True)
+class SinceAttempts:
+    """A publication as its events tell it after earlier attempts of its run: `publication` with each day's `before`
+    as it was before those attempts' publications of it, and the first of those publications (None if none)."""
+
+    publication: Publication
+    first_attempt: str | None = None
+
+
 def since_earlier_attempts(wh: Warehouse, pub: Publication, run_ids: list[str],
-                           stats: LockStats | None = None) -> Publication:
-    """`pub` with each day's `before` as it was before the first publication of it by one of `run_ids` (a retried
-    run's earlier attempts), if any: a retry that publishes again what its first attempt committed (and then failed
-    before its events) tells the change the run made, not "unchanged" since that attempt."""
+                           stats: LockStats | None = None) -> SinceAttempts:
+    """`pub` with each day's `before` walked back through the versions `run_ids` (a retried run's earlier attempts,
+    which committed and then failed before their events) published of it, in a row, from the one `pub` replaced: a
+    retry that publishes again what its first attempt committed tells the change the run made, not "unchanged". A
+    version another run published in between stops the walk (the retry replaced that one)."""
     if not run_ids:
-        return pub
+        return SinceAttempts(pub)
     with wh.reader(stats=stats) as con:
-        firsts = dict(con.execute(sql.text("first_replaced_by"), {**pub.window.params, "runs": run_ids}).fetchall())
-        if not firsts:
-            return pub
-        replaced = ledger.published(con, {d: p for d, p in firsts.items() if p is not None})
-    before = {d: c for d, c in pub.before.items() if d not in firsts}
-    return replace(pub, before={**before, **replaced})
+        rows = con.execute(sql.text("first_replaced_by"), {**pub.window.params, "runs": run_ids}).fetchall()
+        theirs: dict[str, dict[str, str | None]] = {}
+        for day, pub_id, prev in rows:
+            theirs.setdefault(day, {})[pub_id] = prev
+        walked: dict[str, str | None] = {}
+        firsts: list[str] = []
+        for day, now in pub.before.items():
+            versions, shown, seen = theirs.get(day, {}), now.publication_id, set()
+            while shown is not None and shown in versions and shown not in seen:
+                seen.add(shown)
+                firsts.append(shown)
+                shown = versions[shown]
+            if seen:
+                walked[day] = shown
+        if not walked:
+            return SinceAttempts(pub)
+        replaced = ledger.published(con, {d: p for d, p in walked.items() if p is not None})
+        order = dict(con.execute("select publication_id, min(seq) from audit.publications where "
+                                 "list_contains($p, publication_id) group by all", {"p": firsts}).fetchall())
+    before = {**{d: c for d, c in pub.before.items() if d not in walked}, **replaced}
+    return SinceAttempts(replace(pub, before=before), min(order, key=order.__getitem__))
 
 
 def release_window(wh: Warehouse, run_id: str, stats: LockStats | None = None) -> None:

@@ -165,10 +165,13 @@ def swap(cfg: Settings, version: str) -> None:
         (cfg.versions_dir / previous / SUPERSEDED).touch()
 
 
-def prune(cfg: Settings, keep: set[str], immediately: bool = False, superseded: bool | None = None) -> None:
+def prune(cfg: Settings, keep: set[str], immediately: bool = False, superseded: bool | None = None,
+          superseded_by: float | None = None) -> None:
     """Remove versions no ledger row needs any more (and half-built ones from crashed runs), once they have been
     superseded for longer than the grace period. `superseded`: only the versions a swap superseded (True), only
-    those never swapped in (False: half-built, or another publisher's before its commit), or both (None)."""
+    those never swapped in (False: half-built, or another publisher's before its commit), or both (None).
+    `superseded_by`: only those superseded by then (`keep` was judged then: a later swap is a later publisher's to
+    judge)."""
     if not cfg.versions_dir.exists():
         return
     current = current_version(cfg)
@@ -183,6 +186,8 @@ def prune(cfg: Settings, keep: set[str], immediately: bool = False, superseded: 
         try:
             since = marker.stat().st_mtime if marked else path.stat().st_mtime
         except FileNotFoundError:  # another publisher's prune took it meanwhile
+            continue
+        if superseded_by is not None and since > superseded_by:
             continue
         if immediately or since < cutoff:
             shutil.rmtree(path, ignore_errors=True)

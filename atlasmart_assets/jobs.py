@@ -112,7 +112,8 @@ def _roll_back_and_report(context: dg.OpExecutionContext, config: RollbackConfig
                           progress: Progress) -> Iterator[dg.DagsterEvent | dg.Output]:
     log = _log_for(context)
     stats = LockStats()
-    earlier = attempts.earlier(context.instance, context.run)
+    # Re-executed with another config (window, target), it is another rollback: only the same one's commit counts.
+    earlier = attempts.earlier(context.instance, context.run, same_config=True)
     pub = rollback_mod.committed_by(warehouse, config.start, config.end, earlier, stats)
     if pub is not None:
         log(f"rollback: an earlier attempt of this run committed {pub.publication_id}; nothing is rolled back again, "
@@ -128,8 +129,9 @@ def _roll_back_and_report(context: dg.OpExecutionContext, config: RollbackConfig
     with warehouse.reader(stats=stats) as con:
         restored = dict(con.execute("select partition_date::varchar, restored_from from audit.publications "
                                     "where publication_id = $p", {"p": pub.publication_id}).fetchall())
-        # The ledger keeps no count of a version's unresolved customers: read from what readers see now.
-        unresolved = dict(con.execute(sql.text("staged_unresolved"), pub.window.params).fetchall())
+        # The ledger keeps no count of a version's unresolved customers: read from the lines the rollback points at.
+        unresolved = dict(con.execute(sql.text("staged_unresolved"),
+                                      {**pub.window.params, "p": pub.publication_id}).fetchall())
     notice = notices.notice_path(warehouse.settings, pub.publication_id)
     notice = notice if notice.exists() else None
     newest = max(pub.after)

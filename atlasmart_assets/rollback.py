@@ -90,9 +90,14 @@ def committed_by(wh: Warehouse, start: str, end: str | None, run_ids: list[str],
         found = con.execute(sql.text("rollback_committed_by"), {**window.params, "runs": run_ids}).fetchone()
         if found is None:
             return None
-        pub_id, replaced = found[0], {str(d): p for d, p in zip(found[1], found[2]) if p is not None}
+        pub_id, days = found[0], [str(d) for d in found[1]]
+        replaced = {d: p for d, p in zip(days, found[2]) if p is not None}
+        if days != window.keys:
+            raise PublishConflict(f"an earlier attempt of this run committed rollback {pub_id} of "
+                                  f"{window_label(days)}, not of {window}: nothing was rolled back again; roll back "
+                                  "anew from what is current")
         now = ledger.current(con, window)
-        moved = sorted(p for p in window.keys if p not in now or now[p].publication_id != pub_id)
+        moved = sorted(p for p in days if p not in now or now[p].publication_id != pub_id)
         if moved:
             raise PublishConflict(f"an earlier attempt of this run committed rollback {pub_id} of {window}, and "
                                   f"partitions {window_label(moved)} were published since: nothing was rolled back "

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import dagster as dg
 import pytest
 
 from atlasmart_assets import extracts, generate
@@ -190,9 +191,10 @@ def test_superseded_versions_are_removed_after_the_commit_hold_unless_an_erasure
     held, pruned = _holds(monkeypatch), []
     real_prune = extracts.prune
 
-    def prune(cfg: Settings, keep: set[str], immediately: bool = False, superseded: bool | None = None) -> None:
+    def prune(cfg: Settings, keep: set[str], immediately: bool = False, superseded: bool | None = None,
+              **kwargs: Any) -> None:
         pruned.append((immediately, superseded, held[0] > 0))
-        real_prune(cfg, keep, immediately, superseded)
+        real_prune(cfg, keep, immediately, superseded, **kwargs)
 
     monkeypatch.setattr(extracts, "prune", prune)
     assert run_chain(instance, DAYS[0], DAYS[-1]).success
@@ -211,3 +213,35 @@ def test_superseded_versions_are_removed_after_the_commit_hold_unless_an_erasure
                                                    "atlasmart/accept_shrink": "erasure"}).success
     assert (True, None, True) in pruned, pruned
     assert [p.name for p in env.versions_dir.iterdir()] == [extracts.resolve(env).name], "only the current survives"
+
+
+def test_a_prune_after_its_hold_leaves_what_later_publications_superseded_to_their_judgement(env, instance, monkeypatch) -> None:
+    """Grace 0. Publisher A judges what to keep in its hold and prunes after it; B and C commit in between, C's
+    swap superseding B's version, one of the last 10 that B's and C's prunes keep: A's prune leaves it, superseded
+    after A judged (a review found A's stale judgement deleting it)."""
+    from atlasmart_assets import extracts as ext
+
+    monkeypatch.setenv("ATLASMART_VERSION_GRACE_S", "0")
+    day = "2026-09-10"
+    assert run_chain(instance, day, day).success
+    real, state_ = ext.prune, {"nested": False, "ids": []}
+
+    def prune(cfg, keep, immediately=False, superseded=None, **kw):  # noqa: ANN001, ANN202
+        if superseded is True and not state_["nested"] and not state_["ids"]:
+            state_["nested"] = True
+            try:
+                with dg.DagsterInstance.ephemeral() as other:
+                    for k in ("b", "c"):
+                        assert run_chain(other, day, day, {"dagster/backfill": f"bf-{k}",
+                                                           "atlasmart/rederive": k}).success
+                        state_["ids"].append(ext.current_version(cfg))
+            finally:
+                state_["nested"] = False
+        return real(cfg, keep, immediately, superseded, **kw)
+
+    monkeypatch.setattr(ext, "prune", prune)
+    assert run_chain(instance, day, day, {"dagster/backfill": "bf-a", "atlasmart/rederive": "a"}).success
+    v_b, v_c = state_["ids"]
+    assert ext.current_version(env) == v_c
+    names = {p.name for p in env.versions_dir.iterdir()}
+    assert v_b in names, (sorted(names), v_b)

@@ -8,6 +8,8 @@ import dagster as dg
 import pytest
 
 from atlasmart_assets import cli, evidence, extracts, generate
+from atlasmart_assets.assets import day_metadata
+from atlasmart_assets.contract import RANGE_END_TAG, RANGE_START_TAG
 from atlasmart_assets.lab import run_chain
 from atlasmart_tests import retries, state
 
@@ -335,9 +337,6 @@ def test_a_retried_correction_that_committed_before_it_failed_tells_the_change_i
     """A correction commits, then fails writing its events; its retry publishes the same content again. Its events
     tell the change from before the first attempt, not "unchanged" from what the first attempt published (a review
     found every day `changed: False` and no change chart, beside a notice naming the change)."""
-    from atlasmart_assets.assets import day_metadata
-    from atlasmart_assets.contract import RANGE_END_TAG, RANGE_START_TAG
-
     _publish_history(published)
     generate.late_delta(env.raw_dir, dt.date.fromisoformat(DAY), "B-2026-09-18-02", new=2, restate=1, retract=1)
     failed = retries.fail_once(monkeypatch, day_metadata, "fact")
@@ -356,3 +355,89 @@ def test_a_retried_correction_that_committed_before_it_failed_tells_the_change_i
             assert record.asset_materialization.metadata["changed"].value == (d == DAY), d
         meta = state.latest(inst, "mart/revenue_daily", "2026-09-19").asset_materialization.metadata
         assert meta["changed_partitions"].value == 1 and "change_chart" in meta, meta
+
+
+# Re-executions a review found telling another run's change as their own, or linking a notice that says otherwise.
+
+def _current(env, day: str):  # noqa: ANN001, ANN202
+    return state.table_rows(env, "(select partition_date::varchar as d, publication_id, prev_publication_id, "
+                                 "restored_from, run_id from audit.current_publications)", f"d = '{day}'")[0][1:]
+
+
+def test_a_retry_after_another_run_published_the_day_tells_only_its_own_change(env, published, monkeypatch) -> None:
+    """R0 commits a late batch, fails writing its events; another run S publishes the day since; R0's retry
+    builds S's content again: it changed nothing readers see, and says so (a review found it told the change from
+    before R0, skipping S's version: the walk back stops at a version another run published)."""
+    published(("2026-09-17", "2026-09-20"), ("2026-09-21", None))
+    day = dt.date.fromisoformat(DAY)
+    generate.late_delta(env.raw_dir, day, "B-2026-09-18-02", new=2, restate=1, retract=1)
+    retries.fail_once(monkeypatch, day_metadata, "fact")
+    tags = {"dagster/backfill": "bf-r", RANGE_START_TAG: DAY, RANGE_END_TAG: DAY}
+    with dg.instance_for_test() as inst:
+        first = dg.execute_job(dg.reconstructable(_daily_job), inst, tags=tags, raise_on_error=False)
+        assert not first.success
+        pub_r0 = _current(env, DAY)[0]
+        # Another run publishes the day with one more late batch.
+        generate.late_delta(env.raw_dir, day, "B-2026-09-18-03", new=1, restate=0, retract=0, seed=5)
+        other = run_chain(inst, DAY, DAY, {"dagster/backfill": "bf-other"})
+        assert other.success, state.failure_text(other)
+        pub_s, prev_s = _current(env, DAY)[:2]
+        assert prev_s == pub_r0
+        sha_s = extracts.read(env, DAY)["sha256"]
+        retry = dg.execute_job(dg.reconstructable(_daily_job), inst, tags=tags, raise_on_error=False,
+                               reexecution_options=dg.ReexecutionOptions.from_failure(first.run_id, inst))
+        assert retry.success
+        pub_r1, prev_r1 = _current(env, DAY)[:2]
+        assert prev_r1 == pub_s and extracts.read(env, DAY)["sha256"] == sha_s, "R1 republished S's content"
+        record = state.latest(inst, "fact/fct_order_lines", DAY)
+        run_id, meta = record.run_id, record.asset_materialization.metadata
+        assert run_id == retry.run_id
+        controls = meta["controls"].value
+        assert meta["changed"].value is False, (meta["changed"].value, controls)
+
+
+def test_a_retried_single_run_links_the_notice_of_the_change_its_events_tell(env, published, monkeypatch) -> None:
+    """A single-partition correction (no backfill: its notice is its publication's) commits, fails writing its
+    events, and is re-executed: the retry's events tell the change and link the first attempt's notice, which tells
+    it too (a review found the retry's own notice linked, saying "content changed: none")."""
+    published(("2026-09-17", "2026-09-20"), ("2026-09-21", None))
+    generate.late_delta(env.raw_dir, dt.date.fromisoformat(DAY), "B-2026-09-18-02", new=2, restate=1, retract=1)
+    retries.fail_once(monkeypatch, day_metadata, "fact")
+    tags = {"dagster/partition": DAY, "atlasmart/reason": "late"}
+    with dg.instance_for_test() as inst:
+        first = dg.execute_job(dg.reconstructable(_daily_job), inst, tags=tags, raise_on_error=False)
+        assert not first.success
+        retry = dg.execute_job(dg.reconstructable(_daily_job), inst, tags=tags, raise_on_error=False,
+                               reexecution_options=dg.ReexecutionOptions.from_failure(first.run_id, inst))
+        assert retry.success
+        fact = state.latest(inst, "fact/fct_order_lines", DAY).asset_materialization.metadata
+        mart = state.latest(inst, "mart/revenue_daily", DAY).asset_materialization.metadata
+        notice = open(mart["change_notice"].value).read()
+        assert fact["changed"].value is True and mart["changed_partitions"].value == 1
+        assert f"content changed: {DAY}" in notice, notice
+
+
+def test_a_re_executed_successful_correction_tells_only_its_own_change(
+        env, published) -> None:
+    """A correction that succeeded, re-executed later ("Re-execute all") after new evidence for another day:
+    only failed or canceled attempts are walked back through, so its events tell its own change alone (a review
+    found the first run's change told again as the re-execution's)."""
+    published(("2026-09-17", "2026-09-20"), ("2026-09-21", None))
+    generate.late_delta(env.raw_dir, dt.date.fromisoformat(DAY), "B-2026-09-18-02", new=2, restate=1, retract=1)
+    tags = {"dagster/backfill": "bf-s", RANGE_START_TAG: "2026-09-17", RANGE_END_TAG: "2026-09-19"}
+    with dg.instance_for_test() as inst:
+        first = dg.execute_job(dg.reconstructable(_daily_job), inst, tags=tags, raise_on_error=False)
+        assert first.success
+        meta0 = state.latest(inst, "fact/fct_order_lines", DAY).asset_materialization.metadata
+        assert meta0["changed"].value is True
+        generate.late_delta(env.raw_dir, dt.date.fromisoformat("2026-09-19"), "B-2026-09-19-02", new=1, restate=0,
+                            retract=0)
+        again = dg.execute_job(dg.reconstructable(_daily_job), inst, tags=tags, raise_on_error=False,
+                               reexecution_options=dg.ReexecutionOptions(parent_run_id=first.run_id))
+        assert again.success, again
+        record = state.latest(inst, "fact/fct_order_lines", DAY)
+        run_id, meta = record.run_id, record.asset_materialization.metadata
+        assert run_id == again.run_id
+        newest = state.latest(inst, "mart/revenue_daily", "2026-09-19").asset_materialization.metadata
+        assert (meta["changed"].value, newest["changed_partitions"].value) == (False, 1), (
+            meta["changed"].value, newest["changed_partitions"].value)

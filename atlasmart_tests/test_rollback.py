@@ -16,6 +16,7 @@ import pytest
 
 from atlasmart_assets import capacity, cli, generate, lab, rollback
 from atlasmart_assets.definitions import defs
+from atlasmart_assets.assets import day_metadata
 from atlasmart_assets.lab import run_chain
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.warehouse import publish as publish_mod
@@ -633,8 +634,6 @@ def test_a_retried_rollback_that_committed_before_it_failed_steps_back_once_and_
     """A rollback commits, then fails writing its events; re-executed from that failure (the UI's "Re-execute"), it
     must not step back a second version (a review found v3 -> v2, then v2 -> v1): it finds the publication its
     earlier attempt committed and writes that one's events."""
-    from atlasmart_assets.assets import day_metadata
-
     day = "2026-09-20"
     with dg.instance_for_test() as inst:
         for k in range(3):
@@ -663,3 +662,68 @@ def test_a_retried_rollback_that_committed_before_it_failed_steps_back_once_and_
             meta = record.asset_materialization.metadata
             assert meta["publication_id"].value == pub and meta["restored_from"].value == v2, (asset, meta)
         assert _latest(inst, "fact/fct_order_lines", day).asset_materialization.metadata["changed"].value is True
+
+
+# Re-executions with another config, which a review found restoring nothing or refused with false reasons.
+
+def _current(env, day: str):  # noqa: ANN001, ANN202
+    return state.table_rows(env, "(select partition_date::varchar as d, publication_id, prev_publication_id, "
+                                 "restored_from, run_id from audit.current_publications)", f"d = '{day}'")[0][1:]
+
+
+def _three_versions(env, inst, day: str):  # noqa: ANN001, ANN202
+    for k in range(3):
+        if k:
+            generate.late_delta(env.raw_dir, dt.date.fromisoformat(day), f"B-{day}-0{k + 1}", new=1,
+                                restate=0, retract=0, seed=k)
+        assert run_chain(inst, day, day, {"dagster/backfill": f"bf-v{k}"}).success
+
+
+def test_a_rollback_re_executed_with_another_target_restores_that_target(env, monkeypatch) -> None:
+    """A rollback commits (v3 -> v2), fails writing its events, and is re-executed with another config (to v1):
+    that is another rollback, which restores v1 (a review found the retry took the first attempt's commit for its
+    own and restored nothing, reporting success)."""
+    day = "2026-09-20"
+    with dg.instance_for_test() as inst:
+        _three_versions(env, inst, day)
+        v3, v2 = _current(env, day)[:2]
+        v1 = state.table_rows(env, "(select partition_date::varchar as d, prev_publication_id, publication_id "
+                                   "from audit.publications)", f"d = '{day}' and publication_id = '{v2}'")[0][1]
+        retries.fail_once(monkeypatch, day_metadata, "fact")
+        config = {"ops": {"rollback_range": {"config": {"start": day, "reason": "undo v3"}}}}
+        first = dg.execute_job(dg.reconstructable(_rollback_job), inst, run_config=config, raise_on_error=False)
+        assert not first.success and _current(env, day)[2] == v2
+        config_v1 = {"ops": {"rollback_range": {"config": {"start": day, "reason": "back to v1",
+                                                           "to_publication": v1}}}}
+        retry = dg.execute_job(dg.reconstructable(_rollback_job), inst, run_config=config_v1, raise_on_error=False,
+                               reexecution_options=dg.ReexecutionOptions.from_failure(first.run_id, inst))
+        assert inst.get_run_by_id(retry.run_id).run_config == config_v1
+        assert retry.success and _current(env, day)[2] == v1, (retry.success, _current(env, day), v1, v2)
+
+
+def test_a_rollback_re_executed_with_a_wider_window_is_another_rollback(env, monkeypatch) -> None:
+    """A rollback of one day commits, fails writing its events, and is re-executed over two days: another
+    rollback, never refused with "published since" for a day nothing published (a review found that refusal)."""
+    with dg.instance_for_test() as inst:
+        for k, bf in enumerate(("bf-a", "bf-b")):
+            if k:
+                for d in ("2026-09-19", "2026-09-20"):
+                    generate.late_delta(env.raw_dir, dt.date.fromisoformat(d), f"B-{d}-02", new=1, restate=0,
+                                        retract=0)
+            assert run_chain(inst, "2026-09-19", "2026-09-20", {"dagster/backfill": bf}).success
+        seq_before = state.table_rows(env, "(select max(seq) as s from audit.publications)", "true")
+        retries.fail_once(monkeypatch, day_metadata, "fact")
+        config = {"ops": {"rollback_range": {"config": {"start": "2026-09-20", "reason": "undo"}}}}
+        first = dg.execute_job(dg.reconstructable(_rollback_job), inst, run_config=config, raise_on_error=False)
+        assert not first.success
+        wider = {"ops": {"rollback_range": {"config": {"start": "2026-09-19", "end": "2026-09-20",
+                                                       "reason": "undo both"}}}}
+        retry = dg.execute_job(dg.reconstructable(_rollback_job), inst, run_config=wider, raise_on_error=False,
+                               reexecution_options=dg.ReexecutionOptions.from_failure(first.run_id, inst))
+        text = " ".join(state.failure_causes(retry))
+        published_since = state.table_rows(env, "(select partition_date::varchar as d, seq from audit.publications)",
+                                           "d = '2026-09-19' and seq > " + str(seq_before[0][0]))
+        assert published_since == []
+        assert "2026-09-19 (1 day) were published since" not in text, text
+        # Another rollback: 2026-09-20 shows its first publication (the first attempt restored it).
+        assert "partition 2026-09-20 shows its first publication" in text, text

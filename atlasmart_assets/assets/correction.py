@@ -81,11 +81,13 @@ def _correct_and_report(context: dg.AssetExecutionContext, warehouse: Warehouse,
     refuse(str(scope.window), outcome.audits)
     pub = outcome.publication
     assert pub is not None
-    # A retry's publish repeats what an earlier attempt committed: its events tell the change since before that one.
-    pub = correction.since_earlier_attempts(warehouse, pub, attempts.earlier(context.instance, context.run),
-                                            outcome.stats)
+    # A retry's publish repeats what an earlier attempt committed: its events tell the change since before that one,
+    # and link that attempt's notice (a backfill's covers every publication of the backfill).
+    since = correction.since_earlier_attempts(warehouse, pub, attempts.earlier(context.instance, context.run),
+                                              outcome.stats)
+    pub = since.publication
     cfg = warehouse.settings
-    path = notice_path(cfg, scope.run.backfill_id or pub.publication_id)
+    path = notice_path(cfg, scope.run.backfill_id or since.first_attempt or pub.publication_id)
     notice = {"change_notice": dg.MetadataValue.path(str(path))} if path.exists() else {}
     try:
         image = change_chart(pub)

@@ -385,10 +385,12 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
                 extracts.prune(cfg, keep | {pub_id}, superseded=False)
             over = ledger.over_retention(con, cfg.retain_versions, window) if ahead else set()
             hold = time.monotonic() - acquired
+            judged_at = time.time()
         if not erase:
             # A superseded version is a link per published day: removing it grows with the published history, not
-            # the window, so no hold waits on it. None is swapped in again (a publication gets a new one).
-            extracts.prune(cfg, keep | {pub_id}, superseded=True)
+            # the window, so no hold waits on it. None is swapped in again (a publication gets a new one). `keep`
+            # was judged in the hold: a version superseded since is the next publisher's to judge.
+            extracts.prune(cfg, keep | {pub_id}, superseded=True, superseded_by=judged_at)
         _prune(wh, [part for part in parts if over & set(part.keys)], stats, give_way)
         return Publication(pub_id, kind, window, before, after, hold)
     except BaseException:
