@@ -1,21 +1,31 @@
-"""A run's earlier attempts: the runs of its re-execution group (the UI's "Re-execute", from failure or all steps)
-that did not succeed, whose commits a retry must find rather than make again, or tell as its own change."""
+"""A run's earlier attempts: the runs it re-executes (the UI's "Re-execute", from failure or all steps, and
+Dagster's retries) that failed or were canceled, which may have committed before they failed (while writing their
+events, say): a retry must find their commits rather than make them again, and tell their change as its own."""
 
 from __future__ import annotations
 
+from typing import Callable, Hashable
+
 import dagster as dg
 
-# A run that ended so may have committed before it failed (while writing its events, say): its events are missing.
 UNFINISHED = (dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
 
 
-def earlier(instance: dg.DagsterInstance, run: dg.DagsterRun, same_config: bool = False) -> list[str]:
-    """The ids of the other runs of `run`'s re-execution group that failed or were canceled (none for a run that
-    re-executes nothing); `same_config`: only those launched with `run`'s own run config (a re-execution may change
-    it, and then asks for another operation)."""
-    if run.parent_run_id is None:
-        return []
-    group = instance.get_run_group(run.run_id)
-    runs = [r for r in group[1] if r.run_id != run.run_id] if group else []
-    return sorted(r.run_id for r in runs if r.status in UNFINISHED
-                  and (not same_config or r.run_config == run.run_config))
+def earlier(instance: dg.DagsterInstance, run: dg.DagsterRun,
+            meaning: Callable[[dg.DagsterRun], Hashable] | None = None) -> list[str]:
+    """The ids of the runs `run` re-executes, parent first, walking back while they failed or were canceled: a run
+    that succeeded settled what came before it (re-executing it is a new run). `meaning`: what a run asks for (a
+    rollback's window and target); only attempts that asked for what `run` asks count (a re-execution may change
+    its config, and then asks for another operation)."""
+    out: list[str] = []
+    wanted = meaning(run) if meaning is not None else None
+    parent_id, seen = run.parent_run_id, {run.run_id}
+    while parent_id is not None and parent_id not in seen:
+        seen.add(parent_id)
+        parent = instance.get_run_by_id(parent_id)
+        if parent is None or parent.status not in UNFINISHED:
+            break
+        if meaning is None or meaning(parent) == wanted:
+            out.append(parent.run_id)
+        parent_id = parent.parent_run_id
+    return out

@@ -282,10 +282,10 @@ def _take_window(wh: Warehouse, scope: RunScope, stats: LockStats, run_finished:
 @dataclass(frozen=True)
 class SinceAttempts:
     """A publication as its events tell it after earlier attempts of its run: `publication` with each day's `before`
-    as it was before those attempts' publications of it, and the first of those publications (None if none)."""
+    as it was before those attempts' publications of it, and those publications, in the order they were committed."""
 
     publication: Publication
-    first_attempt: str | None = None
+    attempts: tuple[str, ...] = ()
 
 
 def since_earlier_attempts(wh: Warehouse, pub: Publication, run_ids: list[str],
@@ -317,7 +317,7 @@ def since_earlier_attempts(wh: Warehouse, pub: Publication, run_ids: list[str],
         order = dict(con.execute("select publication_id, min(seq) from audit.publications where "
                                  "list_contains($p, publication_id) group by all", {"p": firsts}).fetchall())
     before = {**{d: c for d, c in pub.before.items() if d not in walked}, **replaced}
-    return SinceAttempts(replace(pub, before=before), min(order, key=order.__getitem__))
+    return SinceAttempts(replace(pub, before=before), tuple(sorted(order, key=order.__getitem__)))
 
 
 def release_window(wh: Warehouse, run_id: str, stats: LockStats | None = None) -> None:

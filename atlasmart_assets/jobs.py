@@ -112,8 +112,8 @@ def _roll_back_and_report(context: dg.OpExecutionContext, config: RollbackConfig
                           progress: Progress) -> Iterator[dg.DagsterEvent | dg.Output]:
     log = _log_for(context)
     stats = LockStats()
-    # Re-executed with another config (window, target), it is another rollback: only the same one's commit counts.
-    earlier = attempts.earlier(context.instance, context.run, same_config=True)
+    # Re-executed asking for another window or target, it is another rollback: only the same one's commit counts.
+    earlier = attempts.earlier(context.instance, context.run, lambda run: rollback_mod.asked(run.run_config))
     pub = rollback_mod.committed_by(warehouse, config.start, config.end, earlier, stats)
     if pub is not None:
         log(f"rollback: an earlier attempt of this run committed {pub.publication_id}; nothing is rolled back again, "

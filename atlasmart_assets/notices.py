@@ -177,11 +177,13 @@ def _inputs(after: Mapping[str, Any] | None, previous: Mapping[str, set[str]] | 
 
 def collect(con: duckdb.DuckDBPyConnection, cfg: Settings, publication_id: str, backfill_id: str | None = None,
             after: Mapping[str, Any] | None = None, tags: Mapping[str, str] | None = None,
-            requested_by: str | None = None) -> Notice | None:
-    """The notice of one publication, or of every publication of `backfill_id` (its file is named after the
-    backfill, and a re-executed backfill's notice covers all it published). None if the ledger holds none."""
-    where, value = ("backfill_id", backfill_id) if backfill_id else ("publication_id", publication_id)
-    rows = con.execute(f"select {_COLUMNS} from audit.publications where {where} = $v order by seq",
+            requested_by: str | None = None, also: Sequence[str] = ()) -> Notice | None:
+    """The notice of one publication (with the publications `also` names: a retried run's earlier attempts'), or of
+    every publication of `backfill_id` (its file is named after the backfill, and a re-executed backfill's notice
+    covers all it published). None if the ledger holds none."""
+    where, value = (("p.backfill_id = $v", backfill_id) if backfill_id else
+                    ("list_contains($v, p.publication_id)", [*also, publication_id]))
+    rows = con.execute(f"select {_COLUMNS} from audit.publications as p where {where} order by seq",
                        {"v": value}).fetchall()
     if not rows:
         return None
@@ -303,13 +305,14 @@ def _write_file(path: Path, text: str) -> Path:
 
 def write_for(con: duckdb.DuckDBPyConnection, cfg: Settings, publication_id: str, backfill_id: str | None = None,
               after: Mapping[str, Any] | None = None, tags: Mapping[str, str] | None = None,
-              requested_by: str | None = None) -> Path | None:
+              requested_by: str | None = None, also: Sequence[str] = ()) -> Path | None:
     """Collect and write the notice of a publication (or of its backfill); None if the ledger holds no row."""
-    notice = collect(con, cfg, publication_id, backfill_id, after, tags, requested_by)
+    notice = collect(con, cfg, publication_id, backfill_id, after, tags, requested_by, also)
     return _write_file(cfg.notices_dir / notice.name, markdown(notice)) if notice else None
 
 
 def write(cfg: Settings, con: duckdb.DuckDBPyConnection, publication_id: str, run: RunInfo,
-          after: Mapping[str, Any] | None = None) -> Path | None:
-    """The publish's one call, after the swap: the notice of this publication, named after its backfill if any."""
-    return write_for(con, cfg, publication_id, run.backfill_id, after, dict(run.tags), run.requested_by)
+          after: Mapping[str, Any] | None = None, also: Sequence[str] = ()) -> Path | None:
+    """The publish's one call, after the swap: the notice of this publication, named after its backfill if any;
+    `also`: the earlier publications it covers too (a retried run's attempts', by the run after its publish)."""
+    return write_for(con, cfg, publication_id, run.backfill_id, after, dict(run.tags), run.requested_by, also)

@@ -5,7 +5,7 @@ the version it restored), so repeated rollbacks walk back through history rather
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, Mapping, NamedTuple
 
 from atlasmart_assets import failpoints, sql
 from atlasmart_assets.alerts.format import window_label
@@ -76,6 +76,17 @@ def header(start: str, end: str | None) -> str:
         return f"rollback {Window.of(start, end)}"
     except ValueError:
         return "rollback (of a window that is not valid)"
+
+
+def asked(run_config: Mapping[str, Any] | None) -> tuple[tuple[str, ...], str | None] | None:
+    """What a rollback_job run's config asks for: the days of its window and the publication it restores (None: one
+    version back), as validated; None if it asks for nothing valid. A reason, or an `end` left out or given as the
+    start, asks for the same rollback."""
+    config = (((run_config or {}).get("ops") or {}).get("rollback_range") or {}).get("config") or {}
+    try:
+        return tuple(Window.of(config["start"], config.get("end")).keys), config.get("to_publication") or None
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def committed_by(wh: Warehouse, start: str, end: str | None, run_ids: list[str],

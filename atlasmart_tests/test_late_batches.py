@@ -7,7 +7,7 @@ import json
 import dagster as dg
 import pytest
 
-from atlasmart_assets import cli, evidence, extracts, generate
+from atlasmart_assets import cli, evidence, extracts, generate, notices
 from atlasmart_assets.assets import day_metadata
 from atlasmart_assets.contract import RANGE_END_TAG, RANGE_START_TAG
 from atlasmart_assets.lab import run_chain
@@ -441,3 +441,81 @@ def test_a_re_executed_successful_correction_tells_only_its_own_change(
         newest = state.latest(inst, "mart/revenue_daily", "2026-09-19").asset_materialization.metadata
         assert (meta["changed"].value, newest["changed_partitions"].value) == (False, 1), (
             meta["changed"].value, newest["changed_partitions"].value)
+
+
+# Re-executions' notices, which a review found missing or telling another change than the events.
+
+def _days_line(text: str) -> str:
+    return next(line for line in text.splitlines() if line.startswith("- Days republished"))
+
+
+def _history(published, env) -> None:  # noqa: ANN001
+    published(("2026-09-17", "2026-09-20"), ("2026-09-21", None))
+    generate.late_delta(env.raw_dir, dt.date.fromisoformat(DAY), "B-2026-09-18-02", new=2, restate=1, retract=1)
+
+
+def test_a_backfill_run_re_executed_without_its_backfill_tag_links_a_notice_of_its_change(env, published, monkeypatch) -> None:
+    """Dagster drops `dagster/backfill` from a run re-executed once its backfill is over (the UI's "Re-execute",
+    the auto-retry daemon): the retry has no backfill id, and its own notice covers its earlier attempts'
+    publications, telling the change its events tell (a review found no notice linked)."""
+    _history(published, env)
+    retries.fail_once(monkeypatch, day_metadata, "fact")
+    window = {RANGE_START_TAG: "2026-09-17", RANGE_END_TAG: "2026-09-19"}
+    with dg.instance_for_test() as inst:
+        first = dg.execute_job(dg.reconstructable(_daily_job), inst, raise_on_error=False,
+                               tags={"dagster/backfill": "bf-x", "atlasmart/reason": "late", **window})
+        assert not first.success
+        assert notices.notice_path(env, "bf-x").exists()
+        retry = dg.execute_job(dg.reconstructable(_daily_job), inst, raise_on_error=False,
+                               tags={"atlasmart/reason": "late", **window},  # the parent's, less dagster/backfill
+                               reexecution_options=dg.ReexecutionOptions.from_failure(first.run_id, inst))
+        assert retry.success
+        fact = state.latest(inst, "fact/fct_order_lines", DAY).asset_materialization.metadata
+        mart = state.latest(inst, "mart/revenue_daily", "2026-09-19").asset_materialization.metadata
+        assert fact["changed"].value is True and mart["changed_partitions"].value == 1
+        own = notices.notice_path(env, mart["publication_id"].value)
+        assert mart["change_notice"].value == str(own), (sorted(mart), own.exists() and _days_line(own.read_text()))
+        assert f"content changed: {DAY}" in own.read_text()
+
+
+def test_a_retry_whose_first_attempt_wrote_no_notice_writes_one_telling_the_change(env, published, monkeypatch) -> None:
+    """The first attempt commits and fails before writing its notice: the retry's notice tells the change its
+    events tell (a review found none anywhere)."""
+    _history(published, env)
+    retries.fail_once(monkeypatch, notices, "write")
+    tags = {"dagster/partition": DAY, "atlasmart/reason": "late"}
+    with dg.instance_for_test() as inst:
+        first = dg.execute_job(dg.reconstructable(_daily_job), inst, tags=tags, raise_on_error=False)
+        assert not first.success
+        retry = dg.execute_job(dg.reconstructable(_daily_job), inst, tags=tags, raise_on_error=False,
+                               reexecution_options=dg.ReexecutionOptions.from_failure(first.run_id, inst))
+        assert retry.success
+        fact = state.latest(inst, "fact/fct_order_lines", DAY).asset_materialization.metadata
+        mart = state.latest(inst, "mart/revenue_daily", DAY).asset_materialization.metadata
+        assert fact["changed"].value is True and mart["changed_partitions"].value == 1
+        texts = {p.name: p.read_text() for p in env.notices_dir.glob("*.md")}
+        telling = [n for n, t in texts.items() if f"content changed: {DAY}" in t]
+        assert "change_notice" in mart and telling, (sorted(mart), {n: _days_line(t) for n, t in texts.items()})
+
+
+def test_a_re_executed_run_with_new_evidence_links_a_notice_of_what_readers_see(env, published, monkeypatch) -> None:
+    """A1 commits batch 02 and fails; batch 03 lands; A2 ("Re-execute all") publishes 02+03: the notice its events
+    link tells the change from before A1 to what readers see now (a review found A1's notice linked)."""
+    _history(published, env)
+    retries.fail_once(monkeypatch, day_metadata, "fact")
+    tags = {"dagster/partition": DAY, "atlasmart/reason": "late"}
+    with dg.instance_for_test() as inst:
+        first = dg.execute_job(dg.reconstructable(_daily_job), inst, tags=tags, raise_on_error=False)
+        assert not first.success
+        generate.late_delta(env.raw_dir, dt.date.fromisoformat(DAY), "B-2026-09-18-03", new=1, restate=0,
+                            retract=0, seed=7)
+        again = dg.execute_job(dg.reconstructable(_daily_job), inst, tags=tags, raise_on_error=False,
+                               reexecution_options=dg.ReexecutionOptions(parent_run_id=first.run_id))
+        assert again.success
+        pub_now = _current(env, DAY)[0]
+        sha_now = extracts.read(env, DAY)["sha256"]
+        mart = state.latest(inst, "mart/revenue_daily", DAY).asset_materialization.metadata
+        fact = state.latest(inst, "fact/fct_order_lines", DAY).asset_materialization.metadata
+        assert mart["publication_id"].value == pub_now and fact["changed"].value is True
+        text = open(mart["change_notice"].value).read()
+        assert pub_now in text, (pub_now, sha_now[:12], text.split("\n")[:16])

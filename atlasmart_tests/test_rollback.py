@@ -727,3 +727,66 @@ def test_a_rollback_re_executed_with_a_wider_window_is_another_rollback(env, mon
         assert "2026-09-19 (1 day) were published since" not in text, text
         # Another rollback: 2026-09-20 shows its first publication (the first attempt restored it).
         assert "partition 2026-09-20 shows its first publication" in text, text
+
+
+def _v1(env, v2: str) -> str:  # noqa: ANN001
+    return state.table_rows(env, "(select partition_date::varchar as d, prev_publication_id, publication_id "
+                                 "from audit.publications)", f"publication_id = '{v2}'")[0][1]
+
+
+def _rollbacks(env) -> int:  # noqa: ANN001
+    return state.table_rows(env, "(select count(distinct publication_id) as n from audit.publications "
+                                 "where kind = 'rollback')")[0][0]
+
+
+@pytest.mark.parametrize("edited", [{"reason": "undo v3 (retry)"}, {"end": "2026-09-20"}, {"end": None}],
+                         ids=["reason", "end", "null"])
+def test_a_rollback_re_executed_with_the_same_window_and_target_written_otherwise_steps_back_once(
+        env, monkeypatch, edited) -> None:
+    """Another reason, or the end written out or null: the same rollback, which its retry finds committed (a review
+    found whole run configs compared, and the retry stepping back a second version)."""
+    day = "2026-09-20"
+    with dg.instance_for_test() as inst:
+        _three_versions(env, inst, day)
+        v2 = _current(env, day)[1]
+        retries.fail_once(monkeypatch, day_metadata, "fact")
+        config = {"start": day, "reason": "undo v3"}
+        first = dg.execute_job(dg.reconstructable(_rollback_job), inst, raise_on_error=False,
+                               run_config={"ops": {"rollback_range": {"config": config}}})
+        assert not first.success and _current(env, day)[2] == v2
+        retry = dg.execute_job(dg.reconstructable(_rollback_job), inst, raise_on_error=False,
+                               run_config={"ops": {"rollback_range": {"config": {**config, **edited}}}},
+                               reexecution_options=dg.ReexecutionOptions.from_failure(first.run_id, inst))
+        assert retry.success and (_rollbacks(env), _current(env, day)[2]) == (1, v2)
+
+
+def test_a_succeeded_retry_of_a_rollback_re_executed_is_another_rollback_and_announced_each_time(
+        env, monkeypatch) -> None:
+    """A1 commits (v3 -> v2) and fails; A2, its retry, writes A1's events and succeeds; A3 re-executes A2: a run
+    that succeeded settled its attempts, so A3 steps back once more (v1). The lifecycle sensor announces A2 with A1's
+    restored days, and A3 with its own (a review found A3 restoring nothing, and A2 announced as "Rolled back
+    nothing")."""
+    from atlasmart_assets.alerts import lifecycle
+    from atlasmart_assets.alerts.slack import AtlasSlack
+
+    day = "2026-09-20"
+    with dg.instance_for_test() as inst:
+        _three_versions(env, inst, day)
+        v2 = _current(env, day)[1]
+        v1 = _v1(env, v2)
+        retries.fail_once(monkeypatch, day_metadata, "fact")
+        config = {"ops": {"rollback_range": {"config": {"start": day, "reason": "undo"}}}}
+        a1 = dg.execute_job(dg.reconstructable(_rollback_job), inst, run_config=config, raise_on_error=False)
+        a2 = dg.execute_job(dg.reconstructable(_rollback_job), inst, raise_on_error=False,
+                            reexecution_options=dg.ReexecutionOptions.from_failure(a1.run_id, inst))
+        assert not a1.success and a2.success and _current(env, day)[2] == v2
+        a3 = dg.execute_job(dg.reconstructable(_rollback_job), inst, raise_on_error=False,
+                            reexecution_options=dg.ReexecutionOptions(parent_run_id=a2.run_id))
+        assert a3.success and _current(env, day)[2] == v1 and _rollbacks(env) == 2
+        slack = AtlasSlack(token="xoxb-test", ui_base_url="http://ui.test")
+        context = dg.build_sensor_context(instance=inst, definitions=defs,
+                                          resources={"slack": slack, "warehouse": Warehouse()})
+        done = {"backfills": {f"bf-v{k}": {"ts": None, "done": True} for k in range(3)}}  # announced before
+        told = {n.key: " ".join(m.text for m in n.messages) for n in lifecycle._notices(context, slack, done)}
+        assert set(told) == {f"rollback:{a2.run_id}", f"rollback:{a3.run_id}"}, told
+        assert all("Rolled back nothing" not in text and day in text for text in told.values()), told

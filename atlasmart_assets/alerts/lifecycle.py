@@ -20,7 +20,8 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import dagster as dg
 
-from atlasmart_assets import notices
+from atlasmart_assets import attempts, notices
+from atlasmart_assets import rollback as rollback_mod
 from atlasmart_assets.alerts import common
 from atlasmart_assets.alerts import format as fmt
 from atlasmart_assets.alerts.common import SLACK_KEY, skip_unless_configured, window_keys
@@ -258,6 +259,13 @@ def _notices(context: dg.SensorEvaluationContext, slack: AtlasSlack, state: dict
             noticed.append(run.run_id)
             continue
         changes = ledger_changes(wh, "run_id", run.run_id, "rollback")
+        # A re-executed rollback whose earlier attempt committed (then failed) published nothing of its own: it
+        # announces that attempt's rollback, which no one announced (a failed run is not).
+        for attempt in [] if changes else attempts.earlier(context.instance, run,
+                                                            lambda r: rollback_mod.asked(r.run_config)):
+            changes = ledger_changes(wh, "run_id", attempt, "rollback")
+            if changes:
+                break
         reason = run.run_config.get("ops", {}).get("rollback_range", {}).get("config", {}).get("reason")
         undone = undone_backfills(wh, changes)
         thread = next((ts for b in undone if (ts := _entry(seen.get(b, {})).get("ts"))), None)

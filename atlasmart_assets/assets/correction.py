@@ -5,7 +5,7 @@ from typing import Callable, Iterator
 
 import dagster as dg
 
-from atlasmart_assets import attempts, capacity, correction, failpoints
+from atlasmart_assets import attempts, capacity, correction, failpoints, notices
 from atlasmart_assets.assets.common import (
     BACKFILL_POLICY,
     CODE_VERSION,
@@ -82,12 +82,16 @@ def _correct_and_report(context: dg.AssetExecutionContext, warehouse: Warehouse,
     pub = outcome.publication
     assert pub is not None
     # A retry's publish repeats what an earlier attempt committed: its events tell the change since before that one,
-    # and link that attempt's notice (a backfill's covers every publication of the backfill).
+    # and so does its notice (a backfill's covers every publication of the backfill already; Dagster drops the
+    # backfill's tag from a run re-executed once the backfill is over).
     since = correction.since_earlier_attempts(warehouse, pub, attempts.earlier(context.instance, context.run),
                                               outcome.stats)
     pub = since.publication
     cfg = warehouse.settings
-    path = notice_path(cfg, scope.run.backfill_id or since.first_attempt or pub.publication_id)
+    if since.attempts and not scope.run.backfill_id:
+        with warehouse.reader(stats=outcome.stats) as con:
+            notices.write(cfg, con, pub.publication_id, scope.run, pub.after, also=since.attempts)
+    path = notice_path(cfg, scope.run.backfill_id or pub.publication_id)
     notice = {"change_notice": dg.MetadataValue.path(str(path))} if path.exists() else {}
     try:
         image = change_chart(pub)
