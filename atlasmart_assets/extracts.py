@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import shutil
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -163,6 +164,18 @@ def swap(cfg: Settings, version: str) -> None:
     _fsync_dir(cfg.data_dir)
     if previous and previous != version and (cfg.versions_dir / previous).is_dir():
         (cfg.versions_dir / previous / SUPERSEDED).touch()
+
+
+def clock(cfg: Settings) -> float:
+    """Now, as the versions' directory stamps a file it writes: what a marker's time is compared with (the
+    filesystem's clock, not this process's, which may lag or lead it)."""
+    # Beside the versions, not among them: nothing that lists them ever sees it.
+    probe = cfg.versions_dir.parent / f".clock-{os.getpid()}-{threading.get_ident()}"
+    probe.touch()
+    try:
+        return probe.stat().st_mtime
+    finally:
+        probe.unlink(missing_ok=True)
 
 
 def prune(cfg: Settings, keep: set[str], immediately: bool = False, superseded: bool | None = None,

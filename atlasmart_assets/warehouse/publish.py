@@ -385,7 +385,7 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
                 extracts.prune(cfg, keep | {pub_id}, superseded=False)
             over = ledger.over_retention(con, cfg.retain_versions, window) if ahead else set()
             hold = time.monotonic() - acquired
-            judged_at = time.time()
+            judged_at = extracts.clock(cfg)
         if not erase:
             # A superseded version is a link per published day: removing it grows with the published history, not
             # the window, so no hold waits on it. None is swapped in again (a publication gets a new one). `keep`
