@@ -282,10 +282,10 @@ def _take_window(wh: Warehouse, scope: RunScope, stats: LockStats, run_finished:
 @dataclass(frozen=True)
 class SinceAttempts:
     """A publication as its events tell it after earlier attempts of its run: `publication` with each day's `before`
-    as it was before those attempts' publications of it, and those publications, in the order they were committed."""
+    as it was before those attempts' publications of it, and per day those publications (walked back through)."""
 
     publication: Publication
-    attempts: tuple[str, ...] = ()
+    attempts: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def since_earlier_attempts(wh: Warehouse, pub: Publication, run_ids: list[str],
@@ -302,22 +302,19 @@ def since_earlier_attempts(wh: Warehouse, pub: Publication, run_ids: list[str],
         for day, pub_id, prev in rows:
             theirs.setdefault(day, {})[pub_id] = prev
         walked: dict[str, str | None] = {}
-        firsts: list[str] = []
+        through: dict[str, tuple[str, ...]] = {}
         for day, now in pub.before.items():
-            versions, shown, seen = theirs.get(day, {}), now.publication_id, set()
+            versions, shown, seen = theirs.get(day, {}), now.publication_id, []
             while shown is not None and shown in versions and shown not in seen:
-                seen.add(shown)
-                firsts.append(shown)
+                seen.append(shown)
                 shown = versions[shown]
             if seen:
-                walked[day] = shown
+                walked[day], through[day] = shown, tuple(seen)
         if not walked:
             return SinceAttempts(pub)
         replaced = ledger.published(con, {d: p for d, p in walked.items() if p is not None})
-        order = dict(con.execute("select publication_id, min(seq) from audit.publications where "
-                                 "list_contains($p, publication_id) group by all", {"p": firsts}).fetchall())
     before = {**{d: c for d, c in pub.before.items() if d not in walked}, **replaced}
-    return SinceAttempts(replace(pub, before=before), tuple(sorted(order, key=order.__getitem__)))
+    return SinceAttempts(replace(pub, before=before), through)
 
 
 def release_window(wh: Warehouse, run_id: str, stats: LockStats | None = None) -> None:

@@ -35,7 +35,7 @@ SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}\Z")
 PUBLISHED_ASSET = "mart/revenue_daily"
 _COLUMNS = ("seq, partition_date, publication_id, kind, published_at, run_id, backfill_id, reason, fence_override, "
             "code_version, input_sha256, source_high_sequence, rows_before, rows_after, controls_before, "
-            "controls_after, sha256_before, sha256_after, changed, restored_from")
+            "controls_after, sha256_before, sha256_after, changed, restored_from, prev_publication_id")
 
 
 def notice_name(identifier: str) -> str:
@@ -130,14 +130,16 @@ def _neighbours(con: duckdb.DuckDBPyConnection, cfg: Settings, days: Sequence[st
 
 
 def _previous_batches(con: duckdb.DuckDBPyConnection, after: Mapping[str, Any] | None,
-                      publication_id: str) -> dict[str, set[str]]:
-    """Per day, the landing batches its previous publication read (to say which batches a correction added)."""
-    if not after:
+                      replaced: Mapping[str, str]) -> dict[str, set[str]]:
+    """Per day, the landing batches the publication it replaced read (`replaced`: the one before the notice's first
+    publication of the day), to say which batches the correction added."""
+    if not after or not replaced:
         return {}
-    rows = con.execute("select p.partition_date::varchar, p.input_batches from audit.publications r "
-                       "join audit.publications p on p.publication_id = r.prev_publication_id "
-                       "and p.partition_date = r.partition_date where r.publication_id = $pub",
-                       {"pub": publication_id}).fetchall()
+    days = sorted(replaced)
+    rows = con.execute("select p.partition_date::varchar, p.input_batches from audit.publications p join (select "
+                       "unnest($days::date[]) as partition_date, unnest($pubs::varchar[]) as publication_id) "
+                       "using (partition_date, publication_id)",
+                       {"days": days, "pubs": [replaced[d] for d in days]}).fetchall()
     return {d: {b["batch"] for b in json.loads(batches)} for d, batches in rows if batches}
 
 
@@ -177,14 +179,17 @@ def _inputs(after: Mapping[str, Any] | None, previous: Mapping[str, set[str]] | 
 
 def collect(con: duckdb.DuckDBPyConnection, cfg: Settings, publication_id: str, backfill_id: str | None = None,
             after: Mapping[str, Any] | None = None, tags: Mapping[str, str] | None = None,
-            requested_by: str | None = None, also: Sequence[str] = ()) -> Notice | None:
-    """The notice of one publication (with the publications `also` names: a retried run's earlier attempts'), or of
-    every publication of `backfill_id` (its file is named after the backfill, and a re-executed backfill's notice
-    covers all it published). None if the ledger holds none."""
+            requested_by: str | None = None, also: Mapping[str, Sequence[str]] | None = None) -> Notice | None:
+    """The notice of one publication (with, per day, the publications `also` names: a retried run's earlier
+    attempts' it walked back through), or of every publication of `backfill_id` (its file is named after the
+    backfill, and a re-executed backfill's notice covers all it published). None if the ledger holds none."""
+    also = also or {}
     where, value = (("p.backfill_id = $v", backfill_id) if backfill_id else
-                    ("list_contains($v, p.publication_id)", [*also, publication_id]))
-    rows = con.execute(f"select {_COLUMNS} from audit.publications as p where {where} order by seq",
-                       {"v": value}).fetchall()
+                    ("list_contains($v, p.publication_id)",
+                     sorted({publication_id, *(p for pubs in also.values() for p in pubs)})))
+    rows = [r for r in con.execute(f"select {_COLUMNS} from audit.publications as p where {where} order by seq",
+                                   {"v": value}).fetchall()
+            if backfill_id or r[2] == publication_id or r[2] in also.get(r[1].isoformat(), ())]
     if not rows:
         return None
     latest: dict[str, tuple[Any, ...]] = {}
@@ -212,7 +217,8 @@ def collect(con: duckdb.DuckDBPyConnection, cfg: Settings, publication_id: str, 
         published_at=f"{last[4]:%Y-%m-%d %H:%M:%S} UTC" if last[4] else "", reason=last[7],
         requested_by=requested_by, fence_override=last[8], code_version=last[9],
         changes=changes, neighbours=_neighbours(con, cfg, sorted(latest), rows[0][0], set(latest)),
-        inputs=_inputs(after, _previous_batches(con, after, publication_id)), tags=dict(tags or {}),
+        inputs=_inputs(after, _previous_batches(con, after, {d: r[20] for d, r in first.items() if r[20]})),
+        tags=dict(tags or {}),
         ui_base_url=os.environ.get(UI_BASE_URL_ENV, DEFAULT_UI_BASE_URL))
 
 
@@ -305,14 +311,14 @@ def _write_file(path: Path, text: str) -> Path:
 
 def write_for(con: duckdb.DuckDBPyConnection, cfg: Settings, publication_id: str, backfill_id: str | None = None,
               after: Mapping[str, Any] | None = None, tags: Mapping[str, str] | None = None,
-              requested_by: str | None = None, also: Sequence[str] = ()) -> Path | None:
+              requested_by: str | None = None, also: Mapping[str, Sequence[str]] | None = None) -> Path | None:
     """Collect and write the notice of a publication (or of its backfill); None if the ledger holds no row."""
     notice = collect(con, cfg, publication_id, backfill_id, after, tags, requested_by, also)
     return _write_file(cfg.notices_dir / notice.name, markdown(notice)) if notice else None
 
 
 def write(cfg: Settings, con: duckdb.DuckDBPyConnection, publication_id: str, run: RunInfo,
-          after: Mapping[str, Any] | None = None, also: Sequence[str] = ()) -> Path | None:
+          after: Mapping[str, Any] | None = None, also: Mapping[str, Sequence[str]] | None = None) -> Path | None:
     """The publish's one call, after the swap: the notice of this publication, named after its backfill if any;
     `also`: the earlier publications it covers too (a retried run's attempts', by the run after its publish)."""
     return write_for(con, cfg, publication_id, run.backfill_id, after, dict(run.tags), run.requested_by, also)

@@ -250,6 +250,9 @@ def _notices(context: dg.SensorEvaluationContext, slack: AtlasSlack, state: dict
         yield Notice(f"done:{backfill_id}", messages, done, seen[backfill_id].get("ts"),
                      broadcast=outcome != "published")
     noticed: list[str] = state.setdefault("rollbacks", [])
+    # The rollback publications announced: two re-executions of one failed rollback find the one it committed.
+    told: list[str] = state.setdefault("rollback_publications", [])
+    telling: set[str] = set()
     rollbacks = context.instance.get_runs(
         filters=dg.RunsFilter(job_name=ROLLBACK_JOB, statuses=[dg.DagsterRunStatus.SUCCESS]), limit=100)
     for run in reversed(list(rollbacks)):
@@ -266,13 +269,25 @@ def _notices(context: dg.SensorEvaluationContext, slack: AtlasSlack, state: dict
             changes = ledger_changes(wh, "run_id", attempt, "rollback")
             if changes:
                 break
+        pub_id = changes[0].publication_id if changes else None
+        if pub_id is not None and (pub_id in told or pub_id in telling):
+            noticed.append(run.run_id)
+            continue
+        if pub_id is not None:
+            telling.add(pub_id)
         reason = run.run_config.get("ops", {}).get("rollback_range", {}).get("config", {}).get("reason")
         undone = undone_backfills(wh, changes)
         thread = next((ts for b in undone if (ts := _entry(seen.get(b, {})).get("ts"))), None)
-        path = notice_file(wh, changes[0].publication_id, changes[0].publication_id) if changes else None
+        path = notice_file(wh, pub_id, pub_id) if pub_id is not None else None
+
+        def announced(_ts: str, r: str = run.run_id, p: str | None = pub_id) -> None:
+            noticed.append(r)
+            if p is not None:
+                told.append(p)
+
         yield Notice(f"rollback:{run.run_id}", fmt.rolled_back(run.run_id, reason, changes, undone, PUBLISHED_ASSET,
                                                               links, slack.notice_location(path) if path else ""),
-                     lambda _ts, r=run.run_id: noticed.append(r), thread, broadcast=True)
+                     announced, thread, broadcast=True)
 
 
 def evaluate(context: dg.SensorEvaluationContext, slack: AtlasSlack, batch: int | None = None,
@@ -290,6 +305,7 @@ def evaluate(context: dg.SensorEvaluationContext, slack: AtlasSlack, batch: int 
             context.log.warning(f"lifecycle notice not delivered, retried next tick: {box.error or 'rate limited'}")
             break
     state["rollbacks"] = state.get("rollbacks", [])[-KEEP_ROLLBACKS:]
+    state["rollback_publications"] = state.get("rollback_publications", [])[-KEEP_ROLLBACKS:]
     return box.finish(f"delivered {box.delivered} lifecycle notice(s)", 1 if box.stopped else 0)
 
 

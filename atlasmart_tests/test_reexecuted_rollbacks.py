@@ -1,0 +1,75 @@
+"""Two re-executions of one failed rollback (siblings, as two tabs or the retry daemon and an operator make them):
+one rollback, announced once (a review's cases, 2026-12-07). The re-executions carry the root and parent tags the UI
+gives them; Dagster's API alone gives none, and its siblings are then invisible to each other."""
+
+import dagster as dg
+
+from atlasmart_assets import rollback as rollback_mod
+from atlasmart_assets.assets import day_metadata
+from atlasmart_assets.definitions import defs
+from atlasmart_assets.resources import Warehouse
+from atlasmart_tests import retries
+from atlasmart_tests.test_rollback import _current, _rollback_job, _rollbacks, _three_versions
+
+DAY = "2026-09-20"
+
+
+def ui_tags(parent: str) -> dict[str, str]:
+    """The tags the UI gives a re-execution of `parent` (a first attempt: its own root)."""
+    return {"dagster/root_run_id": parent, "dagster/parent_run_id": parent}
+
+
+CONFIG = {"ops": {"rollback_range": {"config": {"start": DAY, "reason": "undo v3"}}}}
+
+
+def _told(inst):
+    from atlasmart_assets.alerts import lifecycle
+    from atlasmart_assets.alerts.slack import AtlasSlack
+
+    slack = AtlasSlack(token="xoxb-test", ui_base_url="http://ui.test")
+    context = dg.build_sensor_context(instance=inst, definitions=defs,
+                                      resources={"slack": slack, "warehouse": Warehouse()})
+    done = {"backfills": {f"bf-v{k}": {"ts": None, "done": True} for k in range(3)}}
+    return {n.key: " ".join(m.text for m in n.messages) for n in lifecycle._notices(context, slack, done)}
+
+
+def test_two_re_executions_of_one_failed_rollback_announce_its_rollback_once(env, monkeypatch) -> None:
+    """A1 commits v3 -> v2, fails writing events. The operator re-executes A1 (A2, succeeds) and, say from another
+    tab, re-executes A1 again (A2'). Only one rollback was made: Slack announces it once."""
+    with dg.instance_for_test() as inst:
+        _three_versions(env, inst, DAY)
+        v2 = _current(env, DAY)[1]
+        retries.fail_once(monkeypatch, day_metadata, "fact")
+        a1 = dg.execute_job(dg.reconstructable(_rollback_job), inst, run_config=CONFIG, raise_on_error=False)
+        assert not a1.success and _current(env, DAY)[2] == v2
+        a2 = dg.execute_job(dg.reconstructable(_rollback_job), inst, raise_on_error=False,
+                            reexecution_options=dg.ReexecutionOptions.from_failure(a1.run_id, inst),
+                            tags=ui_tags(a1.run_id))
+        a2b = dg.execute_job(dg.reconstructable(_rollback_job), inst, raise_on_error=False,
+                             reexecution_options=dg.ReexecutionOptions.from_failure(a1.run_id, inst),
+                            tags=ui_tags(a1.run_id))
+        told = _told(inst)
+        assert a2.success and a2b.success and _rollbacks(env) == 1
+        assert len(told) == 1, f"one rollback announced {len(told)} times: {sorted(told)}"
+
+
+def test_a_sibling_re_execution_after_a_retry_that_committed_does_not_step_back_again(env, monkeypatch) -> None:
+    """A1 fails before its commit; A2 (re-executes A1) commits v3 -> v2 and fails writing its events; the operator
+    re-executes A1 again (A2'), the run the UI shows failed first: A2' finds its sibling's commit and restores
+    nothing more (a review found it restoring v1: only parents were attempts)."""
+    with dg.instance_for_test() as inst:
+        _three_versions(env, inst, DAY)
+        v2 = _current(env, DAY)[1]
+        retries.fail_once(monkeypatch, rollback_mod, "rollback")  # A1: fails before anything is committed
+        a1 = dg.execute_job(dg.reconstructable(_rollback_job), inst, run_config=CONFIG, raise_on_error=False)
+        assert not a1.success and _rollbacks(env) == 0
+        retries.fail_once(monkeypatch, day_metadata, "fact")  # A2: commits, then fails writing its events
+        a2 = dg.execute_job(dg.reconstructable(_rollback_job), inst, raise_on_error=False,
+                            reexecution_options=dg.ReexecutionOptions.from_failure(a1.run_id, inst),
+                            tags=ui_tags(a1.run_id))
+        assert not a2.success and _current(env, DAY)[2] == v2 and _rollbacks(env) == 1
+        a2b = dg.execute_job(dg.reconstructable(_rollback_job), inst, raise_on_error=False,
+                             reexecution_options=dg.ReexecutionOptions.from_failure(a1.run_id, inst),
+                            tags=ui_tags(a1.run_id))
+        assert a2b.success
+        assert (_rollbacks(env), _current(env, DAY)[2]) == (1, v2), "the run group stepped back twice (v3->v2->v1)"
