@@ -14,19 +14,21 @@ UNFINISHED = (dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
 
 def earlier(instance: dg.DagsterInstance, run: dg.DagsterRun,
             meaning: Callable[[dg.DagsterRun], Hashable] | None = None) -> list[str]:
-    """The ids of the runs of `run`'s re-execution group, newest first, that failed or were canceled before `run`
-    was created, since its newest ancestor that succeeded (which settled what came before it: re-executing it is a
-    new run). Siblings count: two re-executions of one failed run are two attempts at it. `meaning`: what a run asks
-    for (a rollback's window and target); only attempts that asked for what `run` asks count (a re-execution may
-    change its config, and then asks for another operation)."""
+    """The ids of `run`'s earlier attempts, newest first: the failed or canceled run it re-executes (walking up
+    through failed or canceled ancestors to the first of them) and every re-execution of that run made before
+    `run`, whatever its outcome (two re-executions of one failed run are two attempts at it, and a sibling that
+    succeeded may have committed what `run` must not commit again). A run whose parent succeeded has none: that one
+    settled what came before it, and re-executing it is a new run. `meaning`: what a run asks for (a rollback's
+    window and target); only attempts that asked for what `run` asks count (a re-execution may change its config,
+    and then asks for another operation)."""
     if run.parent_run_id is None:
         return []
-    # The group as run storage tags it (the UI tags every re-execution with its root's id), then the run and its
-    # ancestors by their parent pointers (a re-execution made through Dagster's API carries no such tag).
+    # The group as run storage tags it (the UI and Dagster's retries tag every re-execution with its root's id),
+    # then the run and its ancestors by their parent pointers (a re-execution through Dagster's API has no tag).
     root = run.root_run_id or run.parent_run_id
     records = {r.dagster_run.run_id: r for r in instance.get_run_records(dg.RunsFilter(tags={ROOT_RUN_ID_TAG: root}))}
-    chain: str | None = run.run_id
     walked: set[str] = set()
+    chain: str | None = run.run_id
     while chain is not None and chain not in walked:
         walked.add(chain)
         if chain not in records:
@@ -37,16 +39,24 @@ def earlier(instance: dg.DagsterInstance, run: dg.DagsterRun,
         chain = records[chain].dagster_run.parent_run_id
     runs = {i: r.dagster_run for i, r in records.items()}
     created = {i: r.create_timestamp.timestamp() for i, r in records.items()}
-    since, parent_id, seen = float("-inf"), run.parent_run_id, {run.run_id}
-    while parent_id is not None and parent_id in runs and parent_id not in seen:
-        seen.add(parent_id)
-        parent = runs[parent_id]
-        if parent.status == dg.DagsterRunStatus.SUCCESS:
-            since = created[parent_id]
-            break
-        parent_id = parent.parent_run_id
+    first, parent_id, up = None, run.parent_run_id, {run.run_id}
+    while parent_id in runs and parent_id not in up and runs[parent_id].status in UNFINISHED:
+        up.add(parent_id)
+        first, parent_id = parent_id, runs[parent_id].parent_run_id
+    if first is None:
+        return []
+    children: dict[str, list[str]] = {}
+    for r in runs.values():
+        if r.parent_run_id is not None:
+            children.setdefault(r.parent_run_id, []).append(r.run_id)
+    lineage, todo = set(), [first]
+    while todo:
+        one = todo.pop()
+        if one not in lineage:
+            lineage.add(one)
+            todo.extend(children.get(one, ()))
     wanted = meaning(run) if meaning is not None else None
     mine = created.get(run.run_id, float("inf"))
-    found = [r for r in runs.values() if r.run_id != run.run_id and r.status in UNFINISHED
-             and since < created[r.run_id] < mine and (meaning is None or meaning(r) == wanted)]
+    found = [runs[i] for i in lineage if i != run.run_id and created[i] < mine
+             and (meaning is None or meaning(runs[i]) == wanted)]
     return [r.run_id for r in sorted(found, key=lambda r: created[r.run_id], reverse=True)]

@@ -14,9 +14,9 @@ from atlasmart_tests.test_rollback import _current, _rollback_job, _rollbacks, _
 DAY = "2026-09-20"
 
 
-def ui_tags(parent: str) -> dict[str, str]:
-    """The tags the UI gives a re-execution of `parent` (a first attempt: its own root)."""
-    return {"dagster/root_run_id": parent, "dagster/parent_run_id": parent}
+def ui_tags(parent: str, root: str | None = None) -> dict[str, str]:
+    """The tags the UI gives a re-execution of `parent` (of root `root`: by default `parent` is a first run)."""
+    return {"dagster/root_run_id": root or parent, "dagster/parent_run_id": parent}
 
 
 CONFIG = {"ops": {"rollback_range": {"config": {"start": DAY, "reason": "undo v3"}}}}
@@ -73,3 +73,45 @@ def test_a_sibling_re_execution_after_a_retry_that_committed_does_not_step_back_
                             tags=ui_tags(a1.run_id))
         assert a2b.success
         assert (_rollbacks(env), _current(env, DAY)[2]) == (1, v2), "the run group stepped back twice (v3->v2->v1)"
+
+
+def _reexec(inst, parent: str, root: str, from_failure: bool = True):  # noqa: ANN001, ANN202
+    opts = (dg.ReexecutionOptions.from_failure(parent, inst) if from_failure
+            else dg.ReexecutionOptions(parent_run_id=parent))
+    return dg.execute_job(dg.reconstructable(_rollback_job), inst, raise_on_error=False,
+                          reexecution_options=opts, tags=ui_tags(parent, root))
+
+
+def test_a_second_re_execution_of_a_failed_rollback_after_one_that_succeeded_steps_back_once(
+        env, monkeypatch) -> None:
+    """A1 fails before its commit. A2 (re-executes A1) commits v3 -> v2 and succeeds. A2' re-executes A1 again
+    (say the retry daemon made A2 and the operator, seeing A1 failed, clicked Re-execute): two re-executions of one
+    failed rollback make one rollback, a sibling that succeeded being an attempt too (a review found v1 restored)."""
+    with dg.instance_for_test() as inst:
+        _three_versions(env, inst, DAY)
+        v2 = _current(env, DAY)[1]
+        retries.fail_once(monkeypatch, rollback_mod, "rollback")
+        a1 = dg.execute_job(dg.reconstructable(_rollback_job), inst, run_config=CONFIG, raise_on_error=False)
+        assert not a1.success and _rollbacks(env) == 0
+        a2 = _reexec(inst, a1.run_id, a1.run_id)
+        assert a2.success and _rollbacks(env) == 1 and _current(env, DAY)[2] == v2
+        a2b = _reexec(inst, a1.run_id, a1.run_id)
+        assert a2b.success
+        assert (_rollbacks(env), _current(env, DAY)[2]) == (1, v2), \
+            f"stepped back twice: {_rollbacks(env)} rollbacks, current restores {_current(env, DAY)[2]}"
+
+
+def test_a_re_execution_of_a_successful_rollback_is_another_rollback_whatever_its_siblings_committed(
+        env, monkeypatch) -> None:
+    """R succeeds (v3 -> v2). Y re-executes R (another rollback): commits v2 -> v1, fails writing events. Z re-executes
+    R again: re-executing a successful rollback is another rollback, here refused (v1 is the first publication), and
+    Y, a sibling outside Z's lineage, no attempt of Z's (a review found Z taking Y's commit as its own)."""
+    with dg.instance_for_test() as inst:
+        _three_versions(env, inst, DAY)
+        r = dg.execute_job(dg.reconstructable(_rollback_job), inst, run_config=CONFIG, raise_on_error=False)
+        assert r.success and _rollbacks(env) == 1
+        retries.fail_once(monkeypatch, day_metadata, "fact")
+        y = _reexec(inst, r.run_id, r.run_id, from_failure=False)
+        assert not y.success and _rollbacks(env) == 2
+        z = _reexec(inst, r.run_id, r.run_id, from_failure=False)
+        assert not z.success and _rollbacks(env) == 2, "Z took Y's commit for its own"
