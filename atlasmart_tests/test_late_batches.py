@@ -3,6 +3,7 @@ by a backfill of that day alone, with stale days shown before and cleared after.
 
 import datetime as dt
 import json
+from typing import Any
 
 import dagster as dg
 import pytest
@@ -332,6 +333,16 @@ def _daily_job() -> dg.JobDefinition:
     return defs.resolve_job_def("atlasmart_daily")
 
 
+def _daily(inst: dg.DagsterInstance, tags: dict[str, str], parent: str | None = None,
+           whole: bool = False) -> Any:
+    """A run of the daily job through Dagster's API, as the UI's re-executions are made; given `parent`, its
+    re-execution (from failure, or `whole`: every step)."""
+    options = None if parent is None else (dg.ReexecutionOptions(parent_run_id=parent) if whole else
+                                           dg.ReexecutionOptions.from_failure(parent, inst))
+    return dg.execute_job(dg.reconstructable(_daily_job), inst, tags=tags, raise_on_error=False,
+                          reexecution_options=options)
+
+
 def test_a_retried_correction_that_committed_before_it_failed_tells_the_change_it_made(env, published,
                                                                                        monkeypatch) -> None:
     """A correction commits, then fails writing its events; its retry publishes the same content again. Its events
@@ -342,11 +353,10 @@ def test_a_retried_correction_that_committed_before_it_failed_tells_the_change_i
     failed = retries.fail_once(monkeypatch, day_metadata, "fact")
     tags = {**BF, RANGE_START_TAG: "2026-09-17", RANGE_END_TAG: "2026-09-19"}
     with dg.instance_for_test() as inst:
-        first = dg.execute_job(dg.reconstructable(_daily_job), inst, tags=tags, raise_on_error=False)
+        first = _daily(inst, tags)
         assert not first.success and failed
         sha_first = extracts.read(env, DAY)["sha256"]
-        retry = dg.execute_job(dg.reconstructable(_daily_job), inst, tags=tags, raise_on_error=False,
-                               reexecution_options=dg.ReexecutionOptions.from_failure(first.run_id, inst))
+        retry = _daily(inst, tags, first.run_id)
         assert retry.success
         assert extracts.read(env, DAY)["sha256"] == sha_first
         for d in ("2026-09-17", "2026-09-18", "2026-09-19"):
@@ -374,7 +384,7 @@ def test_a_retry_after_another_run_published_the_day_tells_only_its_own_change(e
     retries.fail_once(monkeypatch, day_metadata, "fact")
     tags = {"dagster/backfill": "bf-r", RANGE_START_TAG: DAY, RANGE_END_TAG: DAY}
     with dg.instance_for_test() as inst:
-        first = dg.execute_job(dg.reconstructable(_daily_job), inst, tags=tags, raise_on_error=False)
+        first = _daily(inst, tags)
         assert not first.success
         pub_r0 = _current(env, DAY)[0]
         # Another run publishes the day with one more late batch.
@@ -384,8 +394,7 @@ def test_a_retry_after_another_run_published_the_day_tells_only_its_own_change(e
         pub_s, prev_s = _current(env, DAY)[:2]
         assert prev_s == pub_r0
         sha_s = extracts.read(env, DAY)["sha256"]
-        retry = dg.execute_job(dg.reconstructable(_daily_job), inst, tags=tags, raise_on_error=False,
-                               reexecution_options=dg.ReexecutionOptions.from_failure(first.run_id, inst))
+        retry = _daily(inst, tags, first.run_id)
         assert retry.success
         pub_r1, prev_r1 = _current(env, DAY)[:2]
         assert prev_r1 == pub_s and extracts.read(env, DAY)["sha256"] == sha_s, "R1 republished S's content"
@@ -398,17 +407,16 @@ def test_a_retry_after_another_run_published_the_day_tells_only_its_own_change(e
 
 def test_a_retried_single_run_links_the_notice_of_the_change_its_events_tell(env, published, monkeypatch) -> None:
     """A single-partition correction (no backfill: its notice is its publication's) commits, fails writing its
-    events, and is re-executed: the retry's events tell the change and link the first attempt's notice, which tells
-    it too (a review found the retry's own notice linked, saying "content changed: none")."""
+    events, and is re-executed: the retry's events tell the change, and so does the notice they link, its own,
+    covering the first attempt's publication (a review found it saying "content changed: none")."""
     published(("2026-09-17", "2026-09-20"), ("2026-09-21", None))
     generate.late_delta(env.raw_dir, dt.date.fromisoformat(DAY), "B-2026-09-18-02", new=2, restate=1, retract=1)
     retries.fail_once(monkeypatch, day_metadata, "fact")
     tags = {"dagster/partition": DAY, "atlasmart/reason": "late"}
     with dg.instance_for_test() as inst:
-        first = dg.execute_job(dg.reconstructable(_daily_job), inst, tags=tags, raise_on_error=False)
+        first = _daily(inst, tags)
         assert not first.success
-        retry = dg.execute_job(dg.reconstructable(_daily_job), inst, tags=tags, raise_on_error=False,
-                               reexecution_options=dg.ReexecutionOptions.from_failure(first.run_id, inst))
+        retry = _daily(inst, tags, first.run_id)
         assert retry.success
         fact = state.latest(inst, "fact/fct_order_lines", DAY).asset_materialization.metadata
         mart = state.latest(inst, "mart/revenue_daily", DAY).asset_materialization.metadata
@@ -426,14 +434,13 @@ def test_a_re_executed_successful_correction_tells_only_its_own_change(
     generate.late_delta(env.raw_dir, dt.date.fromisoformat(DAY), "B-2026-09-18-02", new=2, restate=1, retract=1)
     tags = {"dagster/backfill": "bf-s", RANGE_START_TAG: "2026-09-17", RANGE_END_TAG: "2026-09-19"}
     with dg.instance_for_test() as inst:
-        first = dg.execute_job(dg.reconstructable(_daily_job), inst, tags=tags, raise_on_error=False)
+        first = _daily(inst, tags)
         assert first.success
         meta0 = state.latest(inst, "fact/fct_order_lines", DAY).asset_materialization.metadata
         assert meta0["changed"].value is True
         generate.late_delta(env.raw_dir, dt.date.fromisoformat("2026-09-19"), "B-2026-09-19-02", new=1, restate=0,
                             retract=0)
-        again = dg.execute_job(dg.reconstructable(_daily_job), inst, tags=tags, raise_on_error=False,
-                               reexecution_options=dg.ReexecutionOptions(parent_run_id=first.run_id))
+        again = _daily(inst, tags, first.run_id, whole=True)
         assert again.success, again
         record = state.latest(inst, "fact/fct_order_lines", DAY)
         run_id, meta = record.run_id, record.asset_materialization.metadata
@@ -462,13 +469,11 @@ def test_a_backfill_run_re_executed_without_its_backfill_tag_links_a_notice_of_i
     retries.fail_once(monkeypatch, day_metadata, "fact")
     window = {RANGE_START_TAG: "2026-09-17", RANGE_END_TAG: "2026-09-19"}
     with dg.instance_for_test() as inst:
-        first = dg.execute_job(dg.reconstructable(_daily_job), inst, raise_on_error=False,
-                               tags={"dagster/backfill": "bf-x", "atlasmart/reason": "late", **window})
+        first = _daily(inst, {"dagster/backfill": "bf-x", "atlasmart/reason": "late", **window})
         assert not first.success
         assert notices.notice_path(env, "bf-x").exists()
-        retry = dg.execute_job(dg.reconstructable(_daily_job), inst, raise_on_error=False,
-                               tags={"atlasmart/reason": "late", **window},  # the parent's, less dagster/backfill
-                               reexecution_options=dg.ReexecutionOptions.from_failure(first.run_id, inst))
+        # The parent's tags, less dagster/backfill.
+        retry = _daily(inst, {"atlasmart/reason": "late", **window}, first.run_id)
         assert retry.success
         fact = state.latest(inst, "fact/fct_order_lines", DAY).asset_materialization.metadata
         mart = state.latest(inst, "mart/revenue_daily", "2026-09-19").asset_materialization.metadata
@@ -485,10 +490,9 @@ def test_a_retry_whose_first_attempt_wrote_no_notice_writes_one_telling_the_chan
     retries.fail_once(monkeypatch, notices, "write")
     tags = {"dagster/partition": DAY, "atlasmart/reason": "late"}
     with dg.instance_for_test() as inst:
-        first = dg.execute_job(dg.reconstructable(_daily_job), inst, tags=tags, raise_on_error=False)
+        first = _daily(inst, tags)
         assert not first.success
-        retry = dg.execute_job(dg.reconstructable(_daily_job), inst, tags=tags, raise_on_error=False,
-                               reexecution_options=dg.ReexecutionOptions.from_failure(first.run_id, inst))
+        retry = _daily(inst, tags, first.run_id)
         assert retry.success
         fact = state.latest(inst, "fact/fct_order_lines", DAY).asset_materialization.metadata
         mart = state.latest(inst, "mart/revenue_daily", DAY).asset_materialization.metadata
@@ -505,12 +509,11 @@ def test_a_re_executed_run_with_new_evidence_links_a_notice_of_what_readers_see(
     retries.fail_once(monkeypatch, day_metadata, "fact")
     tags = {"dagster/partition": DAY, "atlasmart/reason": "late"}
     with dg.instance_for_test() as inst:
-        first = dg.execute_job(dg.reconstructable(_daily_job), inst, tags=tags, raise_on_error=False)
+        first = _daily(inst, tags)
         assert not first.success
         generate.late_delta(env.raw_dir, dt.date.fromisoformat(DAY), "B-2026-09-18-03", new=1, restate=0,
                             retract=0, seed=7)
-        again = dg.execute_job(dg.reconstructable(_daily_job), inst, tags=tags, raise_on_error=False,
-                               reexecution_options=dg.ReexecutionOptions(parent_run_id=first.run_id))
+        again = _daily(inst, tags, first.run_id, whole=True)
         assert again.success
         pub_now = _current(env, DAY)[0]
         sha_now = extracts.read(env, DAY)["sha256"]

@@ -10,7 +10,7 @@ from atlasmart_assets.assets import day_metadata
 from atlasmart_assets.contract import RANGE_END_TAG, RANGE_START_TAG
 from atlasmart_assets.lab import run_chain
 from atlasmart_tests import retries, state
-from atlasmart_tests.test_late_batches import _current, _daily_job, _days_line
+from atlasmart_tests.test_late_batches import _current, _daily, _days_line
 
 DAY = "2026-09-18"
 LATE = "B-2026-09-18-02"
@@ -28,12 +28,11 @@ def test_a_retried_single_run_notice_marks_the_batch_the_run_added(env, publishe
     retries.fail_once(monkeypatch, day_metadata, "fact")
     tags = {"dagster/partition": DAY, "atlasmart/reason": "late"}
     with dg.instance_for_test() as inst:
-        first = dg.execute_job(dg.reconstructable(_daily_job), inst, tags=tags, raise_on_error=False)
+        first = _daily(inst, tags)
         assert not first.success
         pub_a1 = _current(env, DAY)[0]
         first_notice = notices.notice_path(env, pub_a1).read_text()
-        retry = dg.execute_job(dg.reconstructable(_daily_job), inst, tags=tags, raise_on_error=False,
-                               reexecution_options=dg.ReexecutionOptions.from_failure(first.run_id, inst))
+        retry = _daily(inst, tags, first.run_id)
         assert retry.success
         mart = state.latest(inst, "mart/revenue_daily", DAY).asset_materialization.metadata
         text = open(mart["change_notice"].value).read()
@@ -53,14 +52,13 @@ def test_a_retry_notice_tells_a_day_another_run_published_in_between_as_its_even
     retries.fail_once(monkeypatch, day_metadata, "fact")
     tags = {"atlasmart/reason": "late", RANGE_START_TAG: "2026-09-17", RANGE_END_TAG: "2026-09-19"}
     with dg.instance_for_test() as inst:
-        first = dg.execute_job(dg.reconstructable(_daily_job), inst, tags=tags, raise_on_error=False)
+        first = _daily(inst, tags)
         assert not first.success
         generate.late_delta(env.raw_dir, dt.date.fromisoformat("2026-09-19"), "B-2026-09-19-02", new=1, restate=0,
                             retract=0, seed=3)
         other = run_chain(inst, "2026-09-19", "2026-09-19", {"dagster/backfill": "bf-other"})
         assert other.success, state.failure_text(other)
-        retry = dg.execute_job(dg.reconstructable(_daily_job), inst, tags=tags, raise_on_error=False,
-                               reexecution_options=dg.ReexecutionOptions.from_failure(first.run_id, inst))
+        retry = _daily(inst, tags, first.run_id)
         assert retry.success
         changed = {d: state.latest(inst, "fact/fct_order_lines", d).asset_materialization.metadata["changed"].value
                    for d in ("2026-09-17", "2026-09-18", "2026-09-19")}
@@ -78,11 +76,10 @@ def test_a_retried_backfill_run_notice_marks_the_batch_the_run_added(env, publis
     retries.fail_once(monkeypatch, day_metadata, "fact")
     tags = {"dagster/backfill": "bf-kept", "atlasmart/reason": "late", RANGE_START_TAG: DAY, RANGE_END_TAG: DAY}
     with dg.instance_for_test() as inst:
-        first = dg.execute_job(dg.reconstructable(_daily_job), inst, tags=tags, raise_on_error=False)
+        first = _daily(inst, tags)
         assert not first.success
         first_notice = notices.notice_path(env, "bf-kept").read_text()
-        retry = dg.execute_job(dg.reconstructable(_daily_job), inst, tags=tags, raise_on_error=False,
-                               reexecution_options=dg.ReexecutionOptions.from_failure(first.run_id, inst))
+        retry = _daily(inst, tags, first.run_id)
         assert retry.success
         mart = state.latest(inst, "mart/revenue_daily", DAY).asset_materialization.metadata
         text = open(mart["change_notice"].value).read()
