@@ -4,10 +4,13 @@ import contextlib
 import datetime as dt
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Iterator
 
 import dagster as dg
@@ -636,11 +639,7 @@ def test_a_retried_rollback_that_committed_before_it_failed_steps_back_once_and_
     earlier attempt committed and writes that one's events."""
     day = "2026-09-20"
     with dg.instance_for_test() as inst:
-        for k in range(3):
-            if k:  # each version of other content: a late batch with one more line
-                generate.late_delta(env.raw_dir, dt.date.fromisoformat(day), f"B-2026-09-20-0{k + 1}", new=1,
-                                    restate=0, retract=0, seed=k)
-            assert run_chain(inst, day, day, {"dagster/backfill": f"bf-v{k}"}).success
+        _three_versions(env, inst, day)
         [(v2,)] = state.table_rows(env, "(select prev_publication_id from audit.current_publications "
                                         f"where partition_date = '{day}')")
         retries.fail_once(monkeypatch, day_metadata, "fact")
@@ -671,12 +670,27 @@ def _current(env, day: str):  # noqa: ANN001, ANN202
                                  "restored_from, run_id from audit.current_publications)", f"d = '{day}'")[0][1:]
 
 
+# Per test process and day: a raw and a data directory holding three published versions of the day.
+_VERSIONS: dict[str, Path] = {}
+
+
 def _three_versions(env, inst, day: str):  # noqa: ANN001, ANN202
-    for k in range(3):
-        if k:
-            generate.late_delta(env.raw_dir, dt.date.fromisoformat(day), f"B-{day}-0{k + 1}", new=1,
-                                restate=0, retract=0, seed=k)
-        assert run_chain(inst, day, day, {"dagster/backfill": f"bf-v{k}"}).success
+    """Three versions of `day`, each of other content (a late batch with one more line), published by the backfills
+    bf-v0..bf-v2: built once per test process, then copied (runs of `inst` are not needed by the tests after)."""
+    if day not in _VERSIONS:
+        for k in range(3):
+            if k:
+                generate.late_delta(env.raw_dir, dt.date.fromisoformat(day), f"B-{day}-0{k + 1}", new=1,
+                                    restate=0, retract=0, seed=k)
+            assert run_chain(inst, day, day, {"dagster/backfill": f"bf-v{k}"}).success
+        cache = Path(tempfile.mkdtemp(prefix="atlasmart-three-versions-"))
+        shutil.copytree(env.raw_dir, cache / "raw")
+        shutil.copytree(env.data_dir, cache / "data", symlinks=True)
+        _VERSIONS[day] = cache
+        return
+    shutil.rmtree(env.raw_dir)
+    shutil.copytree(_VERSIONS[day] / "raw", env.raw_dir)
+    shutil.copytree(_VERSIONS[day] / "data", env.data_dir, symlinks=True)
 
 
 def test_a_rollback_re_executed_with_another_target_restores_that_target(env, monkeypatch) -> None:
