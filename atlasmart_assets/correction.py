@@ -297,7 +297,7 @@ def since_earlier_attempts(wh: Warehouse, pub: Publication, run_ids: list[str],
     if not run_ids:
         return SinceAttempts(pub)
     with wh.reader(stats=stats) as con:
-        rows = con.execute(sql.text("first_replaced_by"), {**pub.window.params, "runs": run_ids}).fetchall()
+        rows = con.execute(sql.text("attempts_publications"), {**pub.window.params, "runs": run_ids}).fetchall()
         theirs: dict[str, dict[str, str | None]] = {}
         for day, pub_id, prev in rows:
             theirs.setdefault(day, {})[pub_id] = prev

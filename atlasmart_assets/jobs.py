@@ -113,7 +113,7 @@ def _roll_back_and_report(context: dg.OpExecutionContext, config: RollbackConfig
     log = _log_for(context)
     stats = LockStats()
     # Re-executed asking for another window or target, it is another rollback: only the same one's commit counts.
-    earlier = attempts.earlier(context.instance, context.run, lambda run: rollback_mod.asked(run.run_config))
+    earlier = attempts.earlier(context.instance, context.run, rollback_mod.asked)
     pub = rollback_mod.committed_by(warehouse, config.start, config.end, earlier, stats)
     if pub is not None:
         log(f"rollback: an earlier attempt of this run committed {pub.publication_id}; nothing is rolled back again, "

@@ -5,7 +5,7 @@ the version it restored), so repeated rollbacks walk back through history rather
 
 from __future__ import annotations
 
-from typing import Any, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
 from atlasmart_assets import failpoints, sql
 from atlasmart_assets.alerts.format import window_label
@@ -78,11 +78,11 @@ def header(start: str, end: str | None) -> str:
         return "rollback (of a window that is not valid)"
 
 
-def asked(run_config: Mapping[str, Any] | None) -> tuple[tuple[str, ...], str | None] | None:
-    """What a rollback_job run's config asks for: the days of its window and the publication it restores (None: one
-    version back), as validated; None if it asks for nothing valid. A reason, or an `end` left out or given as the
-    start, asks for the same rollback."""
-    config = (((run_config or {}).get("ops") or {}).get("rollback_range") or {}).get("config") or {}
+def asked(run: Any) -> tuple[tuple[str, ...], str | None] | None:
+    """What a rollback_job run (anything with its `run_config`) asks for: the days of its window and the publication
+    it restores (None: one version back), as validated; None if it asks for nothing valid. A reason, or an `end`
+    left out or given as the start, asks for the same rollback (the `meaning` of attempts.earlier)."""
+    config = (((run.run_config or {}).get("ops") or {}).get("rollback_range") or {}).get("config") or {}
     try:
         return tuple(Window.of(config["start"], config.get("end")).keys), config.get("to_publication") or None
     except (KeyError, TypeError, ValueError):

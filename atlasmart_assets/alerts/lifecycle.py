@@ -264,8 +264,7 @@ def _notices(context: dg.SensorEvaluationContext, slack: AtlasSlack, state: dict
         changes = ledger_changes(wh, "run_id", run.run_id, "rollback")
         # A re-executed rollback whose earlier attempt committed (then failed) published nothing of its own: it
         # announces that attempt's rollback, which no one announced (a failed run is not).
-        for attempt in [] if changes else attempts.earlier(context.instance, run,
-                                                            lambda r: rollback_mod.asked(r.run_config)):
+        for attempt in [] if changes else attempts.earlier(context.instance, run, rollback_mod.asked):
             changes = ledger_changes(wh, "run_id", attempt, "rollback")
             if changes:
                 break
