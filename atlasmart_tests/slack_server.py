@@ -3,12 +3,14 @@
 It answers like Slack: `ts` values and the channel on success, replies accepted with `thread_ts`, HTTP 429 with
 a `Retry-After` header and `{"ok": false, "error": "ratelimited"}` when rate limited, `invalid_blocks` for a
 message over Block Kit's limits (50 blocks, 3000 characters per section text, 10 fields of 2000, 10 context
-elements), and HTTP 500 or an answer slower than the client's timeout on demand (`slow`: nothing posted;
-`taken_slow`: posted, but the answer comes after the client gave up). conversations.history and .replies list
-what was posted, with its metadata when asked (`history_error` makes them answer that error, e.g. missing_scope). `script` holds the modes of the next requests
-(`"ratelimited:<s>"` is a 429 with that Retry-After); after it runs out, `mode` answers. `hold_if` picks one message
-to hold unanswered (`held` is set) until the test sets `release`: then it is answered 503 and posts nothing, as a
-request that died with its client (a daemon killed mid-tick) does."""
+elements), `msg_blocks_too_long` past 11,000 characters of text in all its blocks, and HTTP 500 or an answer
+slower than the client's timeout on demand (`slow`: nothing posted; `taken_slow`: posted, but the answer comes
+after the client gave up). conversations.history and .replies list what was posted, with its metadata when
+asked, in pages (`history_error` makes them answer that error, e.g. missing_scope; `ratelimited` is a 429,
+`http500` a 500). `script` holds the modes of the next requests (`"ratelimited:<s>"` is a 429 with that
+Retry-After); after it runs out, `mode` answers. `hold_if` picks one message to hold unanswered (`held` is set)
+until the test sets `release`: then it is answered 503 and posts nothing, as a request that died with its client
+(a daemon killed mid-tick) does."""
 
 from __future__ import annotations
 
@@ -32,6 +34,9 @@ MAX_FIELDS = 10
 MAX_FIELD_CHARS = 2000
 MAX_CONTEXT_ELEMENTS = 10
 MAX_TEXT_CHARS = 40_000
+# Slack refuses a message whose blocks' text adds up past about 12,000 characters ("msg_blocks_too_long"; it
+# counts some for the blocks themselves, and has refused 11,341 counted this way): modelled strictly.
+MAX_BLOCKS_TEXT_CHARS = 11_000
 
 
 @dataclass
@@ -52,6 +57,9 @@ class SlackServer:
     release: threading.Event = field(default_factory=threading.Event)
     history_error: str | None = None
     lookups: int = 0
+    # The most messages a history page holds (Slack's own cap is 999), and how many pages were read.
+    page_limit: int = 999
+    pages: int = 0
     # (monotonic arrival time, mode, text) of every request to chat.postMessage, in arrival order.
     answered: list[tuple[float, str, str]] = field(default_factory=list)
 
@@ -129,9 +137,20 @@ def rendered(message: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def block_text_chars(blocks: Any) -> int:
+    """Every text string in the blocks, summed: what Slack's limit on a message's blocks counts."""
+    if isinstance(blocks, dict):
+        return sum(len(v) if k == "text" and isinstance(v, str) else block_text_chars(v) for k, v in blocks.items())
+    if isinstance(blocks, list):
+        return sum(block_text_chars(b) for b in blocks)
+    return 0
+
+
 def block_errors(blocks: list[dict[str, Any]]) -> list[str]:
     """What Slack would refuse in these blocks (empty when they are valid for chat.postMessage)."""
     errors = [f"{len(blocks)} blocks > {MAX_BLOCKS}"] if len(blocks) > MAX_BLOCKS else []
+    if block_text_chars(blocks) > MAX_BLOCKS_TEXT_CHARS:
+        errors.append(f"blocks' text {block_text_chars(blocks)} > {MAX_BLOCKS_TEXT_CHARS}")
     for i, b in enumerate(blocks):
         text = (b.get("text") or {}).get("text", "")
         if b.get("type") == "section" and len(text) > MAX_SECTION_CHARS:
@@ -188,7 +207,9 @@ def _handler(server: SlackServer) -> type[BaseHTTPRequestHandler]:
             problems = block_errors(blocks)
             if problems or len(payload.get("text") or "") > MAX_TEXT_CHARS:
                 server.refused.append({**payload, "problems": problems})
-                return self._answer(200, {"ok": False, "error": "invalid_blocks" if problems else "msg_too_long"})
+                error = ("msg_blocks_too_long" if problems and problems[0].startswith("blocks' text") else
+                         "invalid_blocks" if problems else "msg_too_long")
+                return self._answer(200, {"ok": False, "error": error})
             if not payload.get("text") and not blocks:
                 return self._answer(200, {"ok": False, "error": "no_text"})
             ts = server.accept(payload)
@@ -208,6 +229,10 @@ def _handler(server: SlackServer) -> type[BaseHTTPRequestHandler]:
             if method not in ("conversations.history", "conversations.replies"):
                 return self._answer(404, {"ok": False, "error": "unknown_method"})
             server.lookups += 1
+            if server.history_error == RATELIMITED:
+                return self._answer(429, {"ok": False, "error": RATELIMITED}, {"Retry-After": str(server.retry_after_s)})
+            if server.history_error == HTTP_500:
+                return self._answer(500, {"ok": False, "error": "internal_error"})
             if server.history_error:
                 return self._answer(200, {"ok": False, "error": server.history_error})
             if q.get("channel") != CHANNEL_ID:
@@ -224,7 +249,13 @@ def _handler(server: SlackServer) -> type[BaseHTTPRequestHandler]:
                     **({"thread_ts": m["thread_ts"]} if m.get("thread_ts") else {}),
                     **({"metadata": m["metadata"]} if with_meta and m.get("metadata") else {})}
                    for m in reversed(shown) if float(m["ts"]) >= oldest]
-            self._answer(200, {"ok": True, "messages": out, "has_more": False})
+            # Pages of `limit` messages, newest first, with Slack's cursor to the next page.
+            start, limit = int(q.get("cursor") or 0), min(int(q.get("limit") or 100), server.page_limit)
+            page = out[start:start + limit]
+            more = start + limit < len(out)
+            server.pages += 1
+            self._answer(200, {"ok": True, "messages": page, "has_more": more,
+                               "response_metadata": {"next_cursor": str(start + limit) if more else ""}})
 
         def _answer(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
             data = json.dumps(payload).encode()

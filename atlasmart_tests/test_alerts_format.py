@@ -15,7 +15,7 @@ from atlasmart_assets.alerts import format as fmt
 from atlasmart_assets.alerts.slack import api_base_url
 
 sys.path.insert(0, str(Path(__file__).parent))
-from slack_server import block_errors, rendered  # noqa: E402
+from slack_server import MAX_BLOCKS_TEXT_CHARS, block_errors, block_text_chars, rendered  # noqa: E402
 
 LINKS = fmt.Links("http://ui.example/")
 HOSTILE = "<!channel> urgent\n*Correction published* fake line"
@@ -178,6 +178,30 @@ def test_two_years_of_changes_are_split_over_messages_within_slack_limits_and_no
     assert all(f"partition={c.partition}|{c.partition}>: rows" in shown for c in changes[:700])
     assert "28 day(s): 2026-12-02..2026-12-29" in shown
     assert "2026-09-13 unchanged" in shown and "/n/bf-1.md" in shown
+
+
+@pytest.mark.parametrize("days", [17, 30, 60, 365])
+def test_a_long_correction_is_split_before_slack_refuses_its_blocks_text(days: int) -> None:
+    """Slack refuses a message whose blocks' text adds up past about 12,000 characters (msg_blocks_too_long),
+    however few its blocks: a review found 60 changed days in one message of 18,606 characters, refused, which
+    blocked every later alert. Each message stays under it (the test server's stricter 11,000), nothing lost."""
+    changes = [fmt.PartitionChange(_day(i), f"pub-{i:04d}", "publish", 1000 + i, 1001 + i,
+                                   [1000, 900, 3000, 686433.56, 435.0, 265.0], [1001, 901, 3002, 686443.56, 425.0, 275.0],
+                                   "a" * 64, "b" * 64, True) for i in range(days)]
+    messages = fmt.backfill_published(BACKFILL, changes, [], "/n/bf-1.md", "mart/revenue_daily", LINKS)
+    _valid(messages)
+    assert all(block_text_chars(list(m.blocks)) <= MAX_BLOCKS_TEXT_CHARS for m in messages)
+    shown = _shown(messages)
+    assert all(f"partition={c.partition}|{c.partition}>: rows" in shown for c in changes)
+
+
+@pytest.mark.parametrize("n", [1, 4, 5, 12])
+def test_full_sections_are_spread_over_messages_by_their_text_and_none_is_lost(n: int) -> None:
+    blocks = [fmt._section(f"{i:04d}" + "x" * 2900) for i in range(n)]
+    messages = fmt._messages(["head"], blocks)
+    _valid(messages)
+    kept = [b for m in messages for b in m.blocks if not b["text"]["text"].startswith("_(part")]
+    assert kept == blocks and len(messages) == -(-n // 3)
 
 
 @pytest.mark.parametrize("n", [1, 50, 51, 99, 100, 149])

@@ -350,6 +350,21 @@ def test_blocks_slack_refuses_are_resent_as_text(tmp_path: Path) -> None:
     assert server.messages[0]["text"].startswith("the fallback") and "invalid_blocks" in server.messages[0]["text"]
 
 
+def test_blocks_whose_text_slack_finds_too_long_are_resent_as_text_and_the_queue_moves_on(tmp_path: Path) -> None:
+    """Slack answers msg_blocks_too_long for blocks whose text adds up past its limit, each block within its
+    own: the message goes out as its text and the next notice follows (a review found that answer failed every
+    tick on the same message, so no later alert went out)."""
+    from atlasmart_assets.alerts import format as fmt
+    from atlasmart_assets.alerts.delivery import Outbox
+    with SlackServer() as server, dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        box = Outbox(dg.build_sensor_context(instance=instance, cursor=None), _slack(server), "probe")
+        long_text = tuple(fmt._section("x" * 2900) for _ in range(5))
+        assert box.send("k1", [fmt.Message("the long one", long_text)], lambda ts: None)
+        assert box.send("k2", [fmt.Message("the next one", ())], lambda ts: None)
+    assert [m["text"].split("\n")[0] for m in server.messages] == ["the long one", "the next one"]
+    assert "msg_blocks_too_long" in server.messages[0]["text"] and box.error is None
+
+
 @pytest.mark.parametrize("path", ["/api", "/api/", "", "/"])
 def test_slack_base_url_with_or_without_api(path: str) -> None:
     from atlasmart_assets.alerts import format as fmt
@@ -588,6 +603,85 @@ def test_a_retry_after_one_sensor_met_holds_every_sensor(tmp_path: Path) -> None
         assert other.stopped and not other.send("k2", [fmt.Message("two", ())], lambda ts: None)
         assert "rate-limited" in other.finish("delivered 0", 1).skip_message
     assert server.attempts == 1 and server.messages == []
+
+
+@pytest.mark.parametrize("history_error", ["ratelimited", "http500", "internal_error"])
+def test_a_lost_answer_is_looked_up_again_next_tick_when_slack_is_busy_never_posted_twice(
+        tmp_path: Path, history_error: str) -> None:
+    """A post Slack took but whose answer was lost, and the lookup meets a busy Slack (429, 500, internal_error:
+    likely just when answers get lost). The tick stops with the part pending, and the next asks again: one
+    message (a review found it posted again at once, a duplicate). A 429 there holds every sensor's posts."""
+    from slack_server import TAKEN_SLOW
+
+    from atlasmart_assets.alerts import format as fmt
+    from atlasmart_assets.alerts.delivery import NOT_BEFORE_KEY, Outbox, SlackUnavailable
+    with SlackServer(slow_s=2.5, retry_after_s=30) as server, dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        def outbox(later_s: float = 0.0) -> Outbox:
+            return Outbox(dg.build_sensor_context(instance=instance, cursor=None), _slack(server), "probe",
+                          clock=lambda: time.time() + later_s)
+
+        box = outbox()
+        assert box.send("earlier", [fmt.Message("an earlier alert", ())], lambda ts: None)  # learns the channel id
+        server.script = [TAKEN_SLOW]
+        assert not box.send("notice", [fmt.Message("the notice", ())], lambda ts: None)
+        with pytest.raises(SlackUnavailable):
+            box.finish("delivered 1", 1)
+        server.history_error = history_error
+        busy = outbox()
+        assert not busy.send("notice", [fmt.Message("the notice", ())], lambda ts: None)
+        if history_error == "ratelimited":
+            assert "rate-limited" in busy.finish("delivered 0", 1).skip_message
+            assert float(instance.daemon_cursor_storage.get_cursor_values({NOT_BEFORE_KEY})[NOT_BEFORE_KEY]) > \
+                time.time() + 20, "every sensor waits out the lookup's Retry-After"
+        else:
+            with pytest.raises(SlackUnavailable, match="could not check whether Slack took notice#0"):
+                busy.finish("delivered 0", 1)
+        server.history_error = None
+        assert outbox(later_s=60).send("notice", [fmt.Message("the notice", ())], lambda ts: None)
+    assert [m["text"] for m in server.messages] == ["an earlier alert", "the notice"]
+
+
+def test_a_lost_answer_beyond_the_first_page_of_history_is_found(tmp_path: Path) -> None:
+    """The lookup of a lost answer reads history page by page: a message posted long enough ago that newer ones
+    fill the first page is still found, not posted twice."""
+    from slack_server import TAKEN_SLOW
+
+    from atlasmart_assets.alerts import format as fmt
+    from atlasmart_assets.alerts.delivery import Outbox, SlackUnavailable
+    with SlackServer(slow_s=2.5, page_limit=3) as server, dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        box = Outbox(dg.build_sensor_context(instance=instance, cursor=None), _slack(server), "probe")
+        assert box.send("earlier", [fmt.Message("an earlier alert", ())], lambda ts: None)
+        server.script = [TAKEN_SLOW]
+        assert not box.send("notice", [fmt.Message("the notice", ())], lambda ts: None)
+        with pytest.raises(SlackUnavailable):
+            box.finish("delivered 1", 1)
+        for i in range(7):  # others post in the channel meanwhile
+            server.accept({"text": f"chatter {i}"})
+        again = Outbox(dg.build_sensor_context(instance=instance, cursor=None), _slack(server), "probe")
+        assert again.send("notice", [fmt.Message("the notice", ())], lambda ts: None)
+    assert [m["text"] for m in server.messages].count("the notice") == 1 and server.pages >= 3
+
+
+def test_a_lost_answer_whose_lookup_stays_busy_past_the_give_up_is_posted_again(tmp_path: Path) -> None:
+    """If Slack's history stays busy for LOOKUP_GIVE_UP_S after the first try, the part is posted again: twice
+    rather than lost."""
+    from slack_server import TAKEN_SLOW
+
+    from atlasmart_assets.alerts import format as fmt
+    from atlasmart_assets.alerts.delivery import LOOKUP_GIVE_UP_S, Outbox, SlackUnavailable
+    with SlackServer(slow_s=2.5) as server, dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        box = Outbox(dg.build_sensor_context(instance=instance, cursor=None), _slack(server), "probe")
+        assert box.send("earlier", [fmt.Message("an earlier alert", ())], lambda ts: None)
+        server.script = [TAKEN_SLOW]
+        assert not box.send("notice", [fmt.Message("the notice", ())], lambda ts: None)
+        with pytest.raises(SlackUnavailable):
+            box.finish("delivered 1", 1)
+        server.history_error = "internal_error"
+        later = time.time() + LOOKUP_GIVE_UP_S + 1
+        again = Outbox(dg.build_sensor_context(instance=instance, cursor=None), _slack(server), "probe",
+                       clock=lambda: later)
+        assert again.send("notice", [fmt.Message("the notice", ())], lambda ts: None)
+    assert [m["text"] for m in server.messages] == ["an earlier alert", "the notice", "the notice"]
 
 
 @pytest.mark.parametrize("history_error", [None, "missing_scope"])

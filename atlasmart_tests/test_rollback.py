@@ -1,5 +1,6 @@
 """Rollback restores the previous publication of a range byte-identical, in one commit, recorded in the ledger."""
 
+import atexit
 import contextlib
 import datetime as dt
 import json
@@ -684,6 +685,7 @@ def _three_versions(env, inst, day: str):  # noqa: ANN001, ANN202
                                     restate=0, retract=0, seed=k)
             assert run_chain(inst, day, day, {"dagster/backfill": f"bf-v{k}"}).success
         cache = Path(tempfile.mkdtemp(prefix="atlasmart-three-versions-"))
+        atexit.register(shutil.rmtree, cache, ignore_errors=True)
         shutil.copytree(env.raw_dir, cache / "raw")
         shutil.copytree(env.data_dir, cache / "data", symlinks=True)
         _VERSIONS[day] = cache

@@ -32,6 +32,7 @@ from atlasmart_assets.alerts import format as fmt
 from atlasmart_assets.alerts.common import dump_cursor, load_cursor
 from atlasmart_assets.alerts.slack import (
     AtlasSlack,
+    SlackBusy,
     SlackPostError,
     SlackRateLimited,
     SlackRefusedBlocks,
@@ -54,6 +55,8 @@ NOT_BEFORE_KEY = "atlasmart/alerts/not_before"
 CHANNEL_KEY = "atlasmart/alerts/channel_id"
 # How far before an unanswered post its lookup reads (clock skew between this host and Slack).
 LOOKBACK_S = 120.0
+# How long a lost answer's lookup may meet a busy Slack before the part is posted again (twice rather than lost).
+LOOKUP_GIVE_UP_S = 3600.0
 
 Commit = Callable[[str], Mapping[str, str] | None]
 
@@ -159,7 +162,9 @@ class Outbox:
         for i in range(len(sent), len(messages)):
             reply_to = thread_ts or (sent[0] if sent else None)
             part = f"{key}#{i}"
-            ts = self._already_posted(part, reply_to) or self._post(messages[i], reply_to, broadcast and i == 0, part)
+            ts = self._already_posted(part, reply_to)
+            if ts is None and not self.stopped:
+                ts = self._post(messages[i], reply_to, broadcast and i == 0, part)
             if ts is None:
                 return False
             self.state.get("unanswered", {}).pop(part, None)
@@ -175,18 +180,44 @@ class Outbox:
 
     def _already_posted(self, part: str, thread_ts: str | None) -> str | None:
         """A part whose post went unanswered (a timeout): look for it in Slack before posting it again. If Slack
-        cannot be asked (no history scope, no channel id yet), it is posted again: twice rather than lost."""
+        cannot be asked (no history scope, no channel id yet), it is posted again: twice rather than lost. If
+        Slack is busy (429, 5xx, a timeout: likely just when answers get lost), the tick stops with the part
+        pending and asks again next tick; after LOOKUP_GIVE_UP_S of that, it is posted again."""
         unanswered: dict[str, float] = self.state.get("unanswered", {})
         if part not in unanswered or self.stopped:
             return None
-        found = None
-        if self._channel_id:
+        while self._channel_id:
             try:
-                found = self._slack.find_part(part, self._channel_id, unanswered[part] - LOOKBACK_S, thread_ts)
+                return self._slack.find_part(part, self._channel_id, unanswered[part] - LOOKBACK_S, thread_ts)
+            except SlackRateLimited as exc:
+                if self._waited(exc):
+                    continue
+                return None
+            except SlackBusy as exc:
+                if self._clock() - unanswered[part] < LOOKUP_GIVE_UP_S:
+                    self.error = f"could not check whether Slack took {part} before its answer was lost ({exc})"
+                    self._journal()
+                    return None
+                self._context.log.warning(f"could not check whether Slack took {part} before its answer was lost "
+                                          f"({exc}) for {LOOKUP_GIVE_UP_S / 60:g} min; posting it again")
+                return None
             except SlackPostError as exc:
                 self._context.log.warning(f"could not check whether Slack took {part} before its answer was lost "
                                           f"({exc}); posting it again")
-        return found
+                return None
+        return None
+
+    def _waited(self, exc: SlackRateLimited) -> bool:
+        """Sleep a Retry-After the tick can absorb (True: ask again), else keep it for every sensor and stop."""
+        if self.waited_s + exc.retry_after_s <= self._slack.max_wait_s:
+            self._sleep(exc.retry_after_s)
+            self.waited_s += exc.retry_after_s
+            return True
+        self.state["not_before"] = self._clock() + exc.retry_after_s
+        self._app_not_before = max(self._app_not_before, self.state["not_before"])
+        self._storage.set_cursor_values({NOT_BEFORE_KEY: repr(self._app_not_before)})
+        self._journal()
+        return False
 
     def _post(self, message: fmt.Message, thread_ts: str | None, broadcast: bool, part: str) -> str | None:
         while True:
@@ -203,14 +234,8 @@ class Outbox:
                 self._journal()
                 return None
             except SlackRateLimited as exc:
-                if self.waited_s + exc.retry_after_s <= self._slack.max_wait_s:
-                    self._sleep(exc.retry_after_s)
-                    self.waited_s += exc.retry_after_s
+                if self._waited(exc):
                     continue
-                self.state["not_before"] = self._clock() + exc.retry_after_s
-                self._app_not_before = max(self._app_not_before, self.state["not_before"])
-                self._storage.set_cursor_values({NOT_BEFORE_KEY: repr(self._app_not_before)})
-                self._journal()
                 return None
             except SlackRefusedBlocks as exc:
                 if not message.blocks:

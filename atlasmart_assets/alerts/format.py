@@ -25,6 +25,10 @@ FIELD_CHARS = 2000
 MAX_FIELDS = 10
 MAX_CONTEXT = 10
 MAX_BLOCKS = 50
+# Slack refuses a message whose blocks' text adds up past about 12,000 characters (msg_blocks_too_long: it counts
+# some for the blocks themselves, and has refused 11,341 counted as text_chars does): a message stays well below.
+MESSAGE_CHARS = 9000
+PART_HEAD_CHARS = 40
 FALLBACK_CHARS = 2000
 ERROR_CHARS = 2800
 LINKED_DAYS = 10
@@ -443,16 +447,34 @@ def _plain(lines: Sequence[str]) -> str:
     return text if len(text) <= FALLBACK_CHARS else text[:FALLBACK_CHARS - 40] + " … (full message in the blocks)"
 
 
+def text_chars(blocks: Any) -> int:
+    """Every text string in blocks, summed: what Slack's limit on one message's blocks counts."""
+    if isinstance(blocks, Mapping):
+        return sum(len(v) if k == "text" and isinstance(v, str) else text_chars(v) for k, v in blocks.items())
+    if isinstance(blocks, (list, tuple)):
+        return sum(text_chars(b) for b in blocks)
+    return 0
+
+
 def _messages(fallback: Sequence[str], blocks: Sequence[Block]) -> list[Message]:
-    """The blocks over as many messages as Slack's 50-block limit needs; the later ones say they continue."""
-    if len(blocks) <= MAX_BLOCKS:
+    """The blocks over as many messages as Slack's limits need (MAX_BLOCKS blocks, MESSAGE_CHARS of text in all
+    of them); the later ones say they continue."""
+    groups: list[list[Block]] = [[]]
+    size = 0
+    for block in blocks:
+        chars = text_chars(block)
+        room = MAX_BLOCKS if len(groups) == 1 else MAX_BLOCKS - 1  # a later part opens with "(part i of n)"
+        if groups[-1] and (len(groups[-1]) >= room or size + chars > MESSAGE_CHARS - PART_HEAD_CHARS):
+            groups.append([])
+            size = 0
+        groups[-1].append(block)
+        size += chars
+    if len(groups) == 1:
         return [Message(_plain(fallback), tuple(blocks))]
-    rest = blocks[MAX_BLOCKS:]
-    parts = [rest[i:i + MAX_BLOCKS - 1] for i in range(0, len(rest), MAX_BLOCKS - 1)]
-    n = 1 + len(parts)
+    n = len(groups)
     head = fallback[0] if fallback else ""
-    out = [Message(_plain([*fallback, f"(part 1 of {n}; the rest follows in the thread)"]), tuple(blocks[:MAX_BLOCKS]))]
-    for i, part in enumerate(parts, start=2):
+    out = [Message(_plain([*fallback, f"(part 1 of {n}; the rest follows in the thread)"]), tuple(groups[0]))]
+    for i, part in enumerate(groups[1:], start=2):
         out.append(Message(_plain([f"(part {i} of {n}) {head}"]), (_section(f"_(part {i} of {n})_"), *part)))
     return out
 

@@ -26,7 +26,12 @@ DEFAULT_RETRY_AFTER_S = 30.0
 NO_TOKEN_REASON = f"Slack alerts are off: {TOKEN_ENV} is not set (set it and reload the code location)."
 PART_EVENT = "atlasmart_alert"  # message metadata naming which alert part a message is
 # Answers that refuse this message's blocks, not the channel: the message is re-sent as plain text instead.
-REFUSED_BLOCKS = {"invalid_blocks", "invalid_blocks_format", "msg_too_long", "too_many_attachments"}
+REFUSED_BLOCKS = {"invalid_blocks", "invalid_blocks_format", "msg_too_long", "msg_blocks_too_long",
+                  "too_many_attachments"}
+# Answers that say Slack is struggling for now, not that it cannot be asked: a lookup meeting one is tried again.
+TRANSIENT = {"internal_error", "fatal_error", "service_unavailable", "request_timeout", "ratelimited"}
+# A lost answer's lookup reads at most this many pages of history (200 messages each) before giving up.
+MAX_LOOKUP_PAGES = 10
 
 
 class SlackPostError(RuntimeError):
@@ -47,6 +52,10 @@ class SlackRateLimited(SlackPostError):
 
 class SlackRefusedBlocks(SlackPostError):
     """Slack refused this message's content (e.g. invalid_blocks); another message would go through."""
+
+
+class SlackBusy(SlackPostError):
+    """Slack could not answer for now (HTTP 5xx, an error such as internal_error, a timeout): ask again later."""
 
 
 def api_base_url(url: str) -> str:
@@ -130,22 +139,34 @@ class AtlasSlack(SlackResource):
 
     def find_part(self, part: str, channel_id: str, oldest: float, thread_ts: str | None = None) -> str | None:
         """The `ts` of the message posted as `part` since `oldest` (epoch seconds), if Slack has it: read with
-        conversations.history (or .replies, in a thread), which needs the app's `channels:history` scope
-        (`groups:history` for a private channel). Raises SlackPostError when Slack cannot be asked."""
+        conversations.history (or .replies, in a thread), page by page, which needs the app's `channels:history`
+        scope (`groups:history` for a private channel). Raises SlackRateLimited (429) or SlackBusy (5xx, a
+        transient error, no answer) when Slack should be asked again later, SlackPostError when it cannot be
+        asked (e.g. missing_scope, channel_not_found)."""
         params: dict[str, object] = {"channel": channel_id, "oldest": f"{oldest:.6f}", "limit": 200,
                                      "include_all_metadata": True}
-        try:
-            client = self.get_client()
-            answer = (client.conversations_replies(ts=thread_ts, **params) if thread_ts  # type: ignore[arg-type]
-                      else client.conversations_history(**params))  # type: ignore[arg-type]
-        except SlackApiError as exc:
-            raise SlackPostError(f"Slack answered HTTP {exc.response.status_code} error={_api_error(exc)!r}") from None
-        except Exception as exc:  # noqa: BLE001
-            raise SlackPostError(_scrub(f"{type(exc).__name__}: {exc}", self.token)) from None
-        for m in answer.get("messages") or []:
-            meta = m.get("metadata") or {}
-            if meta.get("event_type") == PART_EVENT and (meta.get("event_payload") or {}).get("part") == part:
-                return str(m["ts"])
+        client = self.get_client()
+        for _page in range(MAX_LOOKUP_PAGES):
+            try:
+                answer = (client.conversations_replies(ts=thread_ts, **params) if thread_ts  # type: ignore[arg-type]
+                          else client.conversations_history(**params))  # type: ignore[arg-type]
+            except SlackApiError as exc:
+                status, error = exc.response.status_code, _api_error(exc)
+                if status == 429 or error == "ratelimited":
+                    raise SlackRateLimited(_retry_after(exc.response.headers)) from None
+                if status >= 500 or error in TRANSIENT:
+                    raise SlackBusy(f"Slack answered HTTP {status} error={error!r}") from None
+                raise SlackPostError(f"Slack answered HTTP {status} error={error!r}") from None
+            except Exception as exc:  # noqa: BLE001 - no answer: Slack may answer the next tick
+                raise SlackBusy(_scrub(f"{type(exc).__name__}: {exc}", self.token)) from None
+            for m in answer.get("messages") or []:
+                meta = m.get("metadata") or {}
+                if meta.get("event_type") == PART_EVENT and (meta.get("event_payload") or {}).get("part") == part:
+                    return str(m["ts"])
+            following = (answer.get("response_metadata") or {}).get("next_cursor")
+            if not answer.get("has_more") or not following:
+                return None
+            params["cursor"] = following
         return None
 
     def run_url(self, run_id: str) -> str:
