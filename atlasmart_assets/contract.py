@@ -17,7 +17,8 @@ PARTITION_TAG = "dagster/partition"
 RANGE_START_TAG = "dagster/asset_partition_range_start"
 RANGE_END_TAG = "dagster/asset_partition_range_end"
 PRIORITY_TAG = "dagster/priority"
-USER_TAGS = ("dagster/user", "user", "atlasmart/requested_by")
+REQUESTED_BY_TAG = "atlasmart/requested_by"
+USER_TAGS = ("dagster/user", "user", REQUESTED_BY_TAG)
 
 # The UI's backfill ids are 8 characters; one set by hand in the tag may be any length. Where an id is shown (a
 # refusal, a check's description, a Slack message) it is cut here: a 60,000-character one made a fenced run's events

@@ -123,7 +123,8 @@ def _roll_back_and_report(context: dg.OpExecutionContext, config: RollbackConfig
         pub = rollback_mod.rollback(warehouse, config.start, config.end, config.reason, context.run.run_id,
                                     config.to_publication, progress,
                                     capacity.GiveWay(context.instance, warehouse.settings.backfill_give_way_s,
-                                                     lambda line: log(f"rollback: {line}")), stats)
+                                                     lambda line: log(f"rollback: {line}")), stats,
+                                    context.run.tags)
     context.log.info(f"rolled back {pub.window}: publication {pub.publication_id}, {len(pub.changed)} partition(s) "
                      f"changed: {short_window(pub.changed) or 'none'}")
     with warehouse.reader(stats=stats) as con:

@@ -5,7 +5,8 @@ the version it restored), so repeated rollbacks walk back through history rather
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+import dataclasses
+from typing import Any, Mapping, NamedTuple
 
 from atlasmart_assets import failpoints, sql
 from atlasmart_assets.alerts.format import window_label
@@ -119,18 +120,22 @@ def committed_by(wh: Warehouse, start: str, end: str | None, run_ids: list[str],
 
 def rollback(wh: Warehouse, start: str, end: str | None, reason: str, run_id: str,
              to_publication: str | None = None, progress: Progress | None = None,
-             give_way: GiveWay | None = None, stats: LockStats | None = None) -> Publication:
+             give_way: GiveWay | None = None, stats: LockStats | None = None,
+             tags: Mapping[str, str] | None = None) -> Publication:
     """Restore the chosen publication of every partition of [start, end] in one commit. `progress`: the run log's
     (default: none logged). `give_way` (the rollback job's): called before each warehouse hold of its long writes,
     as a backfill's, so today's load neither queues behind a year's chunks nor shares its cores with them. `stats`:
-    the figures of each of its warehouse holds."""
+    the figures of each of its warehouse holds. `tags`: the run's, for who asked and the operator's own tags in the
+    ledger and the notice (the reason is the one given here)."""
     progress = progress or Progress(None, header(start, end), PHASES)
+    run = dataclasses.replace(RunInfo.from_tags(run_id, tags or {}), backfill_id=None, reason=reason)
     with progress.stopping():
-        return _rollback(wh, start, end, reason, run_id, to_publication, progress, give_way, stats)
+        return _rollback(wh, start, end, run, to_publication, progress, give_way, stats)
 
 
-def _rollback(wh: Warehouse, start: str, end: str | None, reason: str, run_id: str, to_publication: str | None,
+def _rollback(wh: Warehouse, start: str, end: str | None, run: RunInfo, to_publication: str | None,
               progress: Progress, give_way: GiveWay | None, stats: LockStats | None) -> Publication:
+    reason, run_id = run.reason or "", run.run_id
     if not reason.strip():
         raise ValueError("a rollback needs a reason (it is recorded in the ledger)")
     if len(reason) > REASON_MAX_CHARS:
@@ -158,7 +163,7 @@ def _rollback(wh: Warehouse, start: str, end: str | None, reason: str, run_id: s
         progress.done("restore", f"{sum(c.rows for c in after.values()):,} rows of {len(after)} partition(s), "
                                  "pointed at where the version store holds them")
         failpoints.hold("rollback_restored", run_id)
-        pub = publish(wh, scratch, window, RunInfo(run_id, None, reason), CODE_VERSION, after, now,
+        pub = publish(wh, scratch, window, run, CODE_VERSION, after, now,
                       kind="rollback", restored=restored, stored=stored, give_way=give_way, on_chunk=written,
                       stats=stats)
         progress.done("publish", f"publication {pub.publication_id}, {len(pub.after)} partition(s) restored, "

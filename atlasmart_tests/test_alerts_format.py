@@ -231,6 +231,10 @@ def test_rollback_replies_name_the_undone_backfill_and_restored_days() -> None:
     shown = _shown(messages)
     assert "*Rolled back* 2026-09-14" in shown and "<http://ui.example/runs/b/bf-1|bf-1>" in shown
     assert "bad fix" in shown and "gmv 690 → 700 (+10)" in shown
+    assert "*Requested by*\nno user tag — reason: bad fix" in shown
+    by_ana = _shown(fmt.rolled_back("r9abcdef-1", "bad fix", CHANGES[:1], ["bf-1"], "mart/revenue_daily", LINKS,
+                                    user="ana <@U1>"))
+    assert "*Requested by*\nana &lt;@U1&gt;" in by_ana
 
 
 # --- hostile input --------------------------------------------------------------------------------------------

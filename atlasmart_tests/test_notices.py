@@ -97,6 +97,20 @@ def test_a_rollback_writes_its_notice_named_after_its_publication(env, instance)
     assert "- 2026-09-19: **unchanged**" in text and "- 2026-09-21: **unchanged**" in text
 
 
+def test_a_rollback_s_notice_and_ledger_say_who_asked_and_the_operator_s_tags(env, instance) -> None:
+    """A rollback launched with a user tag and a tag of the operator's own: its notice names both, as a
+    correction's does (a review found "Requested by: no user tag" and no tags: the run's tags never reached it)."""
+    assert run_chain(instance, "2026-09-19", "2026-09-21", {"atlasmart/fence_override": "test"}).success
+    lab.publish_legacy_incident(Warehouse())
+    result = defs.resolve_job_def("rollback_job").execute_in_process(
+        instance=instance, tags={"user": "ana", "ticket": "OPS-9"},
+        run_config={"ops": {"rollback_range": {"config": {"start": "2026-09-20", "reason": "undo the incident"}}}})
+    assert result.success
+    [path] = env.notices_dir.glob("rol-*.md")
+    head = path.read_text().split("## ")[0]
+    assert "- Reason: undo the incident" in head and "- Requested by: ana" in head and "ticket=OPS-9" in head, head
+
+
 def test_a_day_s_requests_are_named_up_to_a_bound_and_counted_beyond_it() -> None:
     """Requests accumulate: a year's notice that named 3,000 on each day was 12 MB. The ledger and the extract keep
     every id; the notice names ten a day and counts the rest."""

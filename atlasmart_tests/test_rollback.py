@@ -78,8 +78,10 @@ def test_repeated_rollbacks_step_back_through_history(env, instance, published) 
     assert rows[3][4] == rows[1][2] and rows[4][4] == rows[0][2], "restored_from names the two earlier versions"
     # A chosen publication, however far back within retention.
     assert cli.main(["rollback", "--from", "2026-09-20", "--reason", "back to the incident",
-                     "--to-publication", rows[1][2]]) == 0
+                     "--to-publication", rows[1][2], "--requested-by", "ana"]) == 0
     assert state.content(env) == incident
+    [chosen] = [p for p in env.notices_dir.glob("rol-*.md") if "back to the incident" in p.read_text()]
+    assert "- Requested by: ana" in chosen.read_text(), "the CLI's --requested-by reaches the notice"
     assert not list(env.scratch_dir.glob("*.duckdb")), "a rollback leaves no scratch behind"
 
 

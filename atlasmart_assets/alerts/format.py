@@ -635,12 +635,13 @@ def backfill_published(b: Backfill, changes: Sequence[PartitionChange], neighbou
 
 
 def rolled_back(run_id: str, reason: str | None, changes: Sequence[PartitionChange], undone: Sequence[str],
-                asset: str, links: Links, notice: str = "") -> list[Message]:
+                asset: str, links: Links, notice: str = "", user: str | None = None) -> list[Message]:
     window = short_window(c.partition for c in changes) or "nothing"
     undone_text = ", ".join(backfill_link(links, b) for b in undone) or "an earlier publication"
     head = (f":rewind: *Rolled back* {esc(window)} — undoes {undone_text}; the previous publication is current "
             "again")
     blocks: list[Block] = [_section(head), *_fields([("Reason", one_line(reason) if reason else NO_REASON),
+                                                     ("Requested by", requested_by(user, reason)),
                                                      ("Run", link(links.run(run_id), run_id[:8]))])]
     if changes:
         blocks += _sections([change_line(c, asset, links) for c in changes], head="*Restored:*")
@@ -648,7 +649,8 @@ def rolled_back(run_id: str, reason: str | None, changes: Sequence[PartitionChan
         blocks += _context([_notice_line(notice)])
     undone_plain = ", ".join(one_line(b) for b in undone) or "an earlier publication"
     fallback = [f"Rolled back {esc(window)} — undoes {undone_plain}",
-                f"Reason: {one_line(reason) if reason else NO_REASON}", f"Run: {links.run(run_id)}"]
+                f"Reason: {one_line(reason) if reason else NO_REASON}", f"Requested by: {requested_by(user, reason)}",
+                f"Run: {links.run(run_id)}"]
     return _messages(fallback, blocks)
 
 

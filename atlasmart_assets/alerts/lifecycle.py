@@ -284,8 +284,10 @@ def _notices(context: dg.SensorEvaluationContext, slack: AtlasSlack, state: dict
             if p is not None:
                 told.append(p)
 
+        user = next((run.tags[t] for t in USER_TAGS if run.tags.get(t)), None)
         yield Notice(f"rollback:{run.run_id}", fmt.rolled_back(run.run_id, reason, changes, undone, PUBLISHED_ASSET,
-                                                              links, slack.notice_location(path) if path else ""),
+                                                              links, slack.notice_location(path) if path else "",
+                                                              user),
                      announced, thread, broadcast=True)
 
 
