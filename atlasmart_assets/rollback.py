@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping, NamedTuple
 
-from atlasmart_assets import failpoints, sql
+from atlasmart_assets import failpoints, reference, sql
 from atlasmart_assets.alerts.format import window_label
 from atlasmart_assets.contract import CODE_VERSION
 from atlasmart_assets.progress import Progress
@@ -154,7 +154,8 @@ def _rollback(wh: Warehouse, start: str, end: str | None, run: RunInfo, to_publi
                            "written")
 
     try:
-        after, restored, now, stored = restore_candidates(wh, scratch, window, chosen, give_way, stats)
+        after, restored, now, stored = restore_candidates(wh, scratch, window, chosen, give_way, stats,
+                                                          reference.load(wh).deletion_keys)
         # The targets were chosen in a read of their own: a day published since then would be rolled back past.
         moved = sorted(p for p, pub in chosen_from.items() if p not in now or now[p].publication_id != pub)
         if moved:

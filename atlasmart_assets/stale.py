@@ -1,7 +1,7 @@
 """Stale days: published days whose evidence changed since their publication — a new, changed or vanished landing
 batch, a dimension batch that changes the tier or country of one of its lines at order time, or a deletion
-request whose subject it holds. Computed from the ledger, the published staged table and the files; writes
-nothing."""
+request whose subject it, or a version of it kept for rollback, holds. Computed from the ledger, the published
+staged table, the version store and the files; writes nothing."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ from atlasmart_assets.warehouse.connection import LockStats
 from atlasmart_assets.window import Window
 
 QUALIFIED = re.compile(r"^[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*\Z")
+# Every stored version's lines: those of staged lines, and those kept as fact rows only.
+STORE = "versions.fct_order_lines"
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,8 @@ def _reasons(raw_dir: Path, day: str, published: list[dict[str, Any]]) -> tuple[
 def _reference_reasons(wh: Warehouse, published_batches: dict[str, list[str]],
                        days: Window, lines: dict[str, int]) -> dict[str, list[str]]:
     """Per published day of `days`: the dimension batches that change the tier or country of its lines at order
-    time (the semantic radius, never "every day"), and the deletion requests whose subject it still holds. Read a
+    time (the semantic radius, never "every day"), and the deletion requests whose subject it, or a version of it kept
+    for rollback, still holds. Read a
     chunk of days (and of `lines`, each day's as its ledger row says) per hold: all published history is years of
     lines."""
     ref = reference.load(wh)
@@ -76,6 +79,12 @@ def _reference_reasons(wh: Warehouse, published_batches: dict[str, list[str]],
             published_view(con, "staged.order_lines", part)
             drifted = con.execute(sql.text("dimension_drift")).fetchall()
             held = con.execute(sql.text("suppressed_published")).fetchall()
+            # A version kept for rollback may hold a subject the current one does not (the source retracted its
+            # lines before the request came): a build of the day applies the request and erases that version.
+            published_view(con, STORE, part)
+            kept = {(d, r): n for d, r, n in con.execute(sql.text("suppressed_published")).fetchall()}
+            for day, request_id, _ in held:
+                kept.pop((day, request_id), None)
             for day, lines in drifted:
                 used = published_batches.get(day.isoformat(), [])
                 newer = [b for b in batch_ids if b not in used] or batch_ids[-1:]
@@ -83,6 +92,9 @@ def _reference_reasons(wh: Warehouse, published_batches: dict[str, list[str]],
                     f"dimension batch {', '.join(newer)} changes tier or country of {lines} line(s)")
             for day, request_id, lines in held:
                 out.setdefault(day.isoformat(), []).append(f"deletion request {request_id} holds {lines} line(s)")
+            for (day, request_id), lines in sorted(kept.items()):
+                out.setdefault(day.isoformat(), []).append(
+                    f"deletion request {request_id}: a version kept for rollback holds {lines} line(s)")
 
         raw_load.short_reads(wh, con, days.keys, LockStats(), None, read, lines=lines)
     finally:

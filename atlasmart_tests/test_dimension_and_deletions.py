@@ -1,13 +1,14 @@
 """The corrections that reach across many days: a corrected dimension batch (stale exactly where a line's tier or
 country at order time changes) and a deletion request (its subject never reaches a derived table again)."""
 
+import datetime as dt
 import json
 from pathlib import Path
 
 import duckdb
 import pytest
 
-from atlasmart_assets import cli, extracts, plan, raw_load, stale
+from atlasmart_assets import cli, extracts, generate, plan, raw_load, stale
 from atlasmart_assets.assets.graph import asset_graph
 from atlasmart_assets.checks.published import published_free_of_suppressed
 from atlasmart_assets.lab import run_chain
@@ -271,3 +272,54 @@ def test_reads_of_published_history_hold_the_warehouse_a_chunk_of_days_at_a_time
     # 21 published days in 7 chunks: the stale check and the scan hand over 6 times each; the plan's 18 days in 6
     # chunks, 5 times for its comparison and 5 for its own stale check.
     assert len(writable) == 6 + 6 + 5 + 5, len(writable)
+
+
+def _retract_subject(env, instance, subject: str, day: str) -> None:  # noqa: ANN001
+    """The source retracts the subject's lines of `day` (a late delta), and the day is published again without
+    them: its earlier version, kept for rollback, still holds them."""
+    first = json.loads((env.raw_dir / f"partition={day}.json").read_text())
+    high = first["manifest"]["source_high_sequence"]
+    retracted = [x["line_id"] for x in first["lines"] if x["customer_id"] == subject]
+    generate.write_batch(env.raw_dir, dt.date.fromisoformat(day), f"B-{day}-02",
+                         [{"op": "delete", "line_id": line, "source_sequence": high + k + 1}
+                          for k, line in enumerate(retracted)])
+    assert run_chain(instance, day, day, {**BF, "dagster/backfill": "bf-retraction",
+                                          "atlasmart/accept_shrink": "the source retracted the order"}).success
+    assert state.table_rows(env, "history.fct_order_lines", f"customer_id = '{subject}' and partition_date = '{day}'")
+
+
+def test_a_request_for_lines_the_source_retracted_earlier_is_stale_where_a_kept_version_holds_them(
+        env, instance, published, capsys) -> None:
+    """A request for a subject whose lines of a day only a version kept for rollback holds (the source retracted
+    them before the request came): `stale` lists that day too, and the backfill of what it lists erases the kept
+    version, so a rollback cannot publish the subject again. A review found `stale` read the current version only:
+    the day was never built under the request, and its rollback published the subject's four lines again."""
+    published(("2026-09-17", "2026-09-20"), (NEWEST, None))
+    subject, day = "C00004", "2026-09-18"
+    _retract_subject(env, instance, subject, day)
+    deletion_request(env.raw_dir, "DR-0001", customer_id=subject)
+    stale_now = _stale(capsys)
+    assert sorted(stale_now) == ["2026-09-18", "2026-09-19", "2026-09-20", "2026-09-21"], stale_now
+    assert stale_now[day] == ["deletion request DR-0001: a version kept for rollback holds 4 line(s)"]
+    assert run_chain(instance, "2026-09-18", "2026-09-20", {**BF, "dagster/backfill": "bf-erase"}).success
+    assert run_chain(instance, NEWEST).success
+    assert _stale(capsys) == {}, "the request is applied wherever stale said"
+    assert state.table_rows(env, "history.fct_order_lines", f"customer_id = '{subject}'") == []
+    assert cli.main(["rollback", "--from", day, "--to", day, "--reason", "undo the retraction"]) == 2
+    assert state.table_rows(env, "fact.fct_order_lines", f"customer_id = '{subject}'") == []
+
+
+def test_a_rollback_to_a_version_holding_a_requested_subject_is_refused_naming_the_request(
+        env, instance, published, capsys) -> None:
+    """Before any build applied the request to the day, a rollback to its kept version holding the subject is
+    refused, naming the day and the request, and nothing published changes."""
+    published(("2026-09-17", "2026-09-20"), (NEWEST, None))
+    subject, day = "C00004", "2026-09-18"
+    _retract_subject(env, instance, subject, day)
+    deletion_request(env.raw_dir, "DR-0001", customer_id=subject)
+    before = state.snapshot(env)
+    capsys.readouterr()
+    assert cli.main(["rollback", "--from", day, "--to", day, "--reason", "undo the retraction"]) == 2
+    err = capsys.readouterr().err
+    assert "2026-09-18" in err and "'DR-0001'" in err and "Backfill these days first" in err, err
+    assert state.snapshot(env) == before

@@ -441,12 +441,14 @@ def _commit(con: duckdb.DuckDBPyConnection, pub_id: str, kind: str, run: RunInfo
 
 
 def restore_candidates(wh: Warehouse, scratch: Path, window: Window, targets: dict[str, str] | None = None,
-                       give_way: GiveWay | None = None, stats: LockStats | None = None
+                       give_way: GiveWay | None = None, stats: LockStats | None = None,
+                       deletion_keys: pd.DataFrame | None = None
                        ) -> tuple[dict[str, DayCandidate], dict[str, str], dict[str, Current], dict[str, str]]:
     """The versions named by `targets` (default: the one each partition's current publication superseded) as
     candidates: the ledger's figures, and the days whose rows the version store holds (-> the publication that
     stored them), which the publish points at rather than writes again. Only the mart's rows are copied into
-    scratch; `give_way` is called before that hold. `stats`: each hold's figures."""
+    scratch; `give_way` is called before that hold. `stats`: each hold's figures. `deletion_keys` (the requests
+    in force: request_id, customer_id, line_id): a version holding a line one names is refused."""
     with wh.writer(stats) as con:
         now = ledger.current(con, window)
         if targets is None:
@@ -472,6 +474,8 @@ def restore_candidates(wh: Warehouse, scratch: Path, window: Window, targets: di
         if erased:
             raise ValueError(f"cannot roll back {window}: the earlier versions of {window_label(erased)} were erased when a deletion "
                              "request was applied to them (a rollback never brings suppressed rows back)")
+        if deletion_keys is not None and len(deletion_keys):
+            _refuse_subject_lines(con, window, deletion_keys)
         readable = {r[0].isoformat() for r in con.execute(
             "select distinct partition_date from history.fct_order_lines join targets using (partition_date, publication_id)"
         ).fetchall()}
@@ -486,6 +490,30 @@ def restore_candidates(wh: Warehouse, scratch: Path, window: Window, targets: di
         stored = {p: r[-1] for p, r in found.items() if r[-1] is not None}
     _restore_rows(wh, scratch, targets, give_way, stats)
     return after, targets, now, stored
+
+
+def _refuse_subject_lines(con: duckdb.DuckDBPyConnection, window: Window, deletion_keys: pd.DataFrame) -> None:
+    """Refuse restoring a version (temp table `targets`) that holds a line a deletion request in force names. Such
+    a version was published before the request and no build of its day applied the request since (that build
+    erases it): a review found a day whose current version no longer held the subject (the source had retracted
+    it), never built again, whose rollback published the subject's lines again."""
+    con.register("restore_deletion_keys", deletion_keys.astype(object))
+    try:
+        held: dict[str, dict[str, int]] = {}
+        # The fact's store reads every stored version: those of staged lines, and those kept as fact rows only.
+        for day, request_id, lines in con.execute(sql.text("restore_subject_lines")).fetchall():
+            held.setdefault(day.isoformat(), {})[request_id] = int(lines)
+    finally:
+        con.unregister("restore_deletion_keys")
+    if held:
+        requests = sorted({r for found in held.values() for r in found})
+        shown = ", ".join(repr(r[:SHOWN_ID_CHARS]) for r in requests[:SHOWN_LINE_IDS])
+        more = f" and {len(requests) - SHOWN_LINE_IDS} more" if len(requests) > SHOWN_LINE_IDS else ""
+        lines = sum(n for found in held.values() for n in found.values())
+        raise ValueError(f"cannot roll back {window}: the versions to restore of {window_label(sorted(held))} hold "
+                         f"{lines} line(s) that deletion request(s) {shown}{more} name (published before the request; "
+                         "no build of these days has applied it since). Backfill these days first: the build applies "
+                         "the request and erases such versions; a rollback never publishes a suppressed subject again")
 
 
 def _restore_rows(wh: Warehouse, scratch: Path, targets: dict[str, str], give_way: GiveWay | None,
