@@ -219,14 +219,19 @@ def _stale(args: argparse.Namespace) -> int:
     from atlasmart_assets.window import Window
 
     window = Window.of(args.start, args.end) if args.start else None
-    days = stale.stale_days(Warehouse(), window)
+    try:
+        days, unreadable = stale.stale_days(Warehouse(), window), None
+    except stale.ReferenceUnreadable as exc:  # what the landing batches tell is shown, then the command fails
+        days, unreadable = exc.days, exc
     if args.json:
         print(json.dumps([d.as_dict() for d in days], indent=2))
     else:
         for d in days:
             print(f"{d.partition}: {'; '.join(d.reasons)} (published as {d.publication_id})")
-        if not days:
+        if not days and unreadable is None:
             print("no published day is stale")
+    if unreadable is not None:
+        raise unreadable
     return 0
 
 

@@ -11,6 +11,7 @@ import dagster as dg
 import duckdb
 
 from atlasmart_assets import candidates, partitions, raw_files, raw_load, reference, sql, stale
+from atlasmart_assets.alerts.format import md
 from atlasmart_assets.event_budget import bounded_figures, cut_text, encoded_size
 from atlasmart_assets.progress import Cost, Progress
 from atlasmart_assets.resources import Warehouse
@@ -51,6 +52,8 @@ class Plan:
     protected: dict[str, str | None]
     impact: dict[str, DayImpact] = field(default_factory=dict)
     stale: dict[str, list[str]] = field(default_factory=dict)
+    # Why no day was judged against the dimension batches and deletion requests (they cannot be read), if so.
+    stale_unjudged: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -170,10 +173,14 @@ def make(wh: Warehouse, graph: Any, start: str, end: str | None = None,
             progress.expect(phase, 0.0)
             progress.finished(phase)
     impact = _impact(wh, Window.of(min(scope), max(scope)), now, progress) if with_impact and scope else {}
-    stale_now = {d.partition: d.reasons for d in stale.stale_days(wh, window)}
+    try:
+        found, unjudged = stale.stale_days(wh, window), None
+    except stale.ReferenceUnreadable as exc:
+        found, unjudged = exc.days, str(exc)
+    stale_now = {d.partition: d.reasons for d in found}
     progress.done("stale", f"{len(stale_now)} day(s) stale (evidence changed since publication)")
     return Plan(str(window), scope, refused, refusal, _reach(graph, assets or ["raw/order_lines"]), neighbours, protected,
-                impact, stale_now)
+                impact, stale_now, unjudged)
 
 
 def markdown(plan: Plan, max_bytes: int | None = None) -> str:
@@ -188,6 +195,8 @@ def markdown(plan: Plan, max_bytes: int | None = None) -> str:
     if plan.stale:
         head.append(cut("\nStale in this window (evidence changed since publication): " +
                         "; ".join(f"{d} ({', '.join(r)})" for d, r in sorted(plan.stale.items()))))
+    if plan.stale_unjudged:
+        head.append(cut(f"\n:warning: Stale days not judged in full: {md(plan.stale_unjudged)}"))
     head.append("\n| partition | rows now → after | controls now → after | lines +/-/~ | tier/country changes | changes |")
     head.append("|---|---|---|---|---|---|")
     rows = [f"| {d} | {i.rows_now} → {i.rows_after} | {i.controls_now} → {i.controls_after} | "

@@ -24,6 +24,16 @@ QUALIFIED = re.compile(r"^[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*\Z")
 STORE = "versions.fct_order_lines"
 
 
+class ReferenceUnreadable(ValueError):
+    """The dimension batches or deletion requests cannot be read, so no day is judged against them: `days` are the
+    days stale by their landing batches alone."""
+
+    def __init__(self, problems: list[str], days: list["StaleDay"]) -> None:
+        super().__init__("the dimension batches and deletion requests cannot be read, so no day was judged against "
+                         f"them: {'; '.join(problems)} (every run is refused until this is fixed)")
+        self.days = days
+
+
 @dataclass(frozen=True)
 class StaleDay:
     partition: str
@@ -65,9 +75,11 @@ def _reference_reasons(wh: Warehouse, published_batches: dict[str, list[str]],
     for rollback, still holds. Read a
     chunk of days (and of `lines`, each day's as its ledger row says) per hold: all published history is years of
     lines."""
-    ref = reference.load(wh)
-    if ref.problems or not wh.settings.warehouse_path.exists():
+    if not wh.settings.warehouse_path.exists():
         return {}
+    ref = reference.load(wh)
+    if ref.problems:
+        raise ReferenceUnreadable(ref.problems, [])
     out: dict[str, list[str]] = {}
     con = duckdb.connect(":memory:")
     try:
@@ -115,7 +127,9 @@ def published_view(con: duckdb.DuckDBPyConnection, table: str, part: list[str]) 
 
 
 def stale_days(wh: Warehouse, window: Window | None = None) -> list[StaleDay]:
-    """Every published day (of `window`, default all) whose evidence on disk differs from what it published."""
+    """Every published day (of `window`, default all) whose evidence on disk differs from what it published. Raises
+    ReferenceUnreadable (carrying the days its landing batches make stale) when the dimension batches or deletion
+    requests cannot be read: a day they would make stale cannot be told from one they would not."""
     with wh.reader() as con:
         where = "where partition_date between $start and $end" if window else ""
         rows = con.execute(f"select partition_date, publication_id, input_batches, dimension_batches, rows_after "
@@ -123,7 +137,11 @@ def stale_days(wh: Warehouse, window: Window | None = None) -> list[StaleDay]:
                            window.params if window else {}).fetchall()
     used = {d.isoformat(): [b["batch"] for b in json.loads(dims)] for d, _, _, dims, _ in rows if dims}
     lines = {d.isoformat(): int(n or 0) for d, _, _, _, n in rows}
-    by_reference = _reference_reasons(wh, used, Window(rows[0][0], rows[-1][0]), lines) if rows else {}
+    try:
+        by_reference = _reference_reasons(wh, used, Window(rows[0][0], rows[-1][0]), lines) if rows else {}
+        unreadable = None
+    except ReferenceUnreadable as exc:
+        by_reference, unreadable = {}, exc
     out = []
     raw_dir = wh.settings.raw_dir
     for day, pub_id, batches, _, _ in rows:
@@ -131,4 +149,7 @@ def stale_days(wh: Warehouse, window: Window | None = None) -> list[StaleDay]:
         reasons += by_reference.get(day.isoformat(), [])
         if reasons:
             out.append(StaleDay(day.isoformat(), reasons, pub_id, new))
+    if unreadable is not None:
+        unreadable.days = out
+        raise unreadable
     return out

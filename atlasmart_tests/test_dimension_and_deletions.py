@@ -323,3 +323,24 @@ def test_a_rollback_to_a_version_holding_a_requested_subject_is_refused_naming_t
     err = capsys.readouterr().err
     assert "2026-09-18" in err and "'DR-0001'" in err and "Backfill these days first" in err, err
     assert state.snapshot(env) == before
+
+
+def test_a_malformed_request_makes_stale_fail_naming_it_never_say_nothing_is_stale(env, published, capsys) -> None:
+    """One malformed request beside a valid one: `stale` cannot judge any day against the requests, so it says so,
+    naming the file, and exits 2, still listing what the landing batches tell; the plan says so too. A review found
+    it printed `[]` (exit 0): "nothing is stale" while a valid request was pending on four published days."""
+    published(("2026-09-17", "2026-09-20"), (NEWEST, None))
+    deletion_request(env.raw_dir, "DR-0001", customer_id="C00004")
+    assert sorted(_stale(capsys)) == ["2026-09-18", "2026-09-19", "2026-09-20", "2026-09-21"]
+    bad = env.raw_dir / "deletions" / "DR-9.json"
+    bad.write_text(json.dumps({"request_id": "DR-9", "reason": "y"}))
+    generate.late_delta(env.raw_dir, dt.date(2026, 9, 17), "B-2026-09-17-02", new=1, restate=0, retract=0)
+    capsys.readouterr()
+    assert cli.main(["stale", "--json"]) == 2
+    out = capsys.readouterr()
+    assert [d["partition"] for d in json.loads(out.out)] == ["2026-09-17"], "the landing batches' verdict stands"
+    assert "DR-9.json" in out.err and "cannot be read" in out.err, out.err
+    assert cli.main(["stale"]) == 2
+    assert "no published day is stale" not in capsys.readouterr().out
+    shown = plan.markdown(plan.make(Warehouse(), asset_graph(), "2026-09-17", "2026-09-18", with_impact=False))
+    assert "Stale days not judged in full" in shown and "DR-9.json" in shown, shown
