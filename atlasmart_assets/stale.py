@@ -46,11 +46,12 @@ class StaleDay:
 
 
 def _reasons(raw_dir: Path, day: str, published: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    """The day's batches on disk against those its publication read, matched by batch id (a later batch's file is
+    named by it; the first file's is in its manifest), never by position: the ledger lists them by source sequence,
+    and a late batch of an older extraction sorts before the first (a review found such a day stale for good)."""
     first = raw_files.path_for(raw_dir, day)
     by_id = {b["batch"]: b for b in published}
     reasons, new = [], []
-    if published and first.is_file() and raw_files.sha256_of(first) != published[0]["sha256"]:
-        reasons.append(f"first batch {first.name} changed since publication")
     later_ids = set()
     for path in raw_files.later_batches(raw_dir, day):
         later_ids.add(path.stem)
@@ -60,12 +61,29 @@ def _reasons(raw_dir: Path, day: str, published: list[dict[str, Any]]) -> tuple[
             reasons.append(f"new batch {path.stem}")
         elif raw_files.sha256_of(path) != seen["sha256"]:
             reasons.append(f"batch {path.stem} changed since publication")
-    for batch in published[1:]:
-        if batch["batch"] not in later_ids:
-            reasons.append(f"batch {batch['batch']} vanished")
-    if published and not first.is_file():
+    # The published batches no later file accounts for: the first file's, and any that vanished.
+    unmatched = [b for b in published if b["batch"] not in later_ids]
+    if unmatched and first.is_file():
+        sha = raw_files.sha256_of(first)
+        named = _batch_id(first)
+        ours = next((b for b in unmatched if b["sha256"] == sha), None) or \
+            next((b for b in unmatched if b["batch"] == named), unmatched[0])
+        if ours["sha256"] != sha:
+            reasons.append(f"first batch {first.name} changed since publication")
+        unmatched.remove(ours)
+    elif unmatched:
         reasons.append(f"first batch {first.name} vanished")
+        unmatched = unmatched[1:]
+    reasons += [f"batch {b['batch']} vanished" for b in unmatched]
     return reasons, new
+
+
+def _batch_id(path: Path) -> str | None:
+    """The batch id the file's manifest names (read from its head), if it can be read there."""
+    try:
+        return str(json.loads(raw_files.head_manifest(path) or "{}").get("extraction_batch") or "") or None
+    except (ValueError, AttributeError):
+        return None
 
 
 def _reference_reasons(wh: Warehouse, published_batches: dict[str, list[str]],

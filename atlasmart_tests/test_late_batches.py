@@ -522,3 +522,50 @@ def test_a_re_executed_run_with_new_evidence_links_a_notice_of_what_readers_see(
         assert mart["publication_id"].value == pub_now and fact["changed"].value is True
         text = open(mart["change_notice"].value).read()
         assert pub_now in text, (pub_now, sha_now[:12], text.split("\n")[:16])
+
+
+def test_a_late_batch_of_an_older_extraction_is_not_stale_once_published(env, instance, published, capsys) -> None:
+    """An older extraction delivered late (its source_high_sequence below the first batch's): its record loses the
+    merge, and once a backfill publishes the day it is not stale. A review found it stale for good ("first batch
+    … changed", "batch B-…-01 vanished"): the ledger lists batches by sequence, and stale matched them by position."""
+    _publish_history(published)
+    first = json.loads((env.raw_dir / f"partition={DAY}.json").read_text())
+    line = first["lines"][0]
+    older = {**line, "unit_price": line["unit_price"] + 1, "source_sequence": line["source_sequence"] - 1}
+    folder = env.raw_dir / f"partition={DAY}"
+    folder.mkdir()
+    manifest = {**first["manifest"], "extraction_batch": "B-2026-09-18-00", "kind": "delta",
+                "extracted_at": "2026-09-19T00:30:00Z", "source_high_sequence": older["source_sequence"],
+                "records": 1}
+    (folder / "B-2026-09-18-00.json").write_text(json.dumps({"manifest": manifest, "lines": [older]}))
+    assert [s["reasons"] for s in _stale(capsys)] == [["new batch B-2026-09-18-00"]]
+    result = run_chain(instance, DAY, DAY, BF)
+    assert result.success, state.failure_text(result)
+    assert {b["batch"] for b in extracts.read(env, DAY)["input"]["batches"]} == {"B-2026-09-18-00", "B-2026-09-18-01"}
+    assert _stale(capsys) == [], "the backfill read every batch on disk: the day is no longer stale"
+    (folder / "B-2026-09-18-00.json").unlink()
+    assert [s["reasons"] for s in _stale(capsys)] == [["batch B-2026-09-18-00 vanished"]]
+
+
+def test_stale_matches_batches_by_id_whatever_their_order_in_the_ledger(tmp_path) -> None:  # noqa: ANN001
+    """The first file changed or vanished, a later batch vanished: each told once, by name, whichever order the
+    ledger lists the batches in (by source sequence: a late batch of an older extraction comes first)."""
+    from atlasmart_assets import raw_files, stale
+
+    def write(path, batch: str) -> dict:  # noqa: ANN001
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"manifest": {"extraction_batch": batch}, "lines": []}))
+        return {"batch": batch, "sha256": raw_files.sha256_of(path)}
+
+    first = write(tmp_path / f"partition={DAY}.json", "B-01")
+    older = write(tmp_path / f"partition={DAY}" / "B-00.json", "B-00")
+    later = write(tmp_path / f"partition={DAY}" / "B-02.json", "B-02")
+    for published in ([first, older, later], [older, first, later], [older, later, first]):
+        assert stale._reasons(tmp_path, DAY, published) == ([], [])
+    (tmp_path / f"partition={DAY}.json").write_text(json.dumps({"manifest": {"extraction_batch": "B-01"}, "x": 1}))
+    (tmp_path / f"partition={DAY}" / "B-02.json").unlink()
+    assert stale._reasons(tmp_path, DAY, [older, first, later]) == (
+        [f"first batch partition={DAY}.json changed since publication", "batch B-02 vanished"], [])
+    (tmp_path / f"partition={DAY}.json").unlink()
+    assert stale._reasons(tmp_path, DAY, [older, first, later]) == (
+        [f"first batch partition={DAY}.json vanished", "batch B-02 vanished"], [])
