@@ -62,6 +62,9 @@ def _validate(path: Path, versions: list[dict[str, Any]]) -> None:
     for v in versions:
         if not isinstance(v, dict) or not v.get("customer_id"):
             raise DimensionError(path, f"a version without customer_id: {v!r}"[:300])
+        if not isinstance(v["customer_id"], str) or not v["customer_id"].strip():
+            # A number here would be a customer no line names (line customer ids are text), and sorts with none.
+            raise DimensionError(path, f"customer_id {v['customer_id']!r} is not a text id"[:300])
         for name in ATTRIBUTES:
             if not isinstance(v.get(name), str) or not v[name]:
                 raise DimensionError(path, f"customer {v['customer_id']}: {name} is missing")
@@ -88,6 +91,9 @@ def load(raw_dir: Path) -> list[DimensionBatch]:
             raise DimensionError(path, "the dimension's first batch is missing")
         if path.parent.name == "customers" and not BATCH_NAME.fullmatch(path.stem):
             raise DimensionError(path, "a dimension batch is named <batch_id>.json (letters, digits, '_', '.', '-')")
+        if path.parent.name == "customers" and path.stem == FIRST_BATCH:
+            raise DimensionError(path, f"a later dimension batch cannot be named {FIRST_BATCH!r}, the id of the first "
+                                       f"batch (raw/{FIRST_BATCH}.json): name it by its own batch id")
         data = path.read_bytes()
         try:
             doc = json.loads(data)

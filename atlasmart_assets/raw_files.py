@@ -24,7 +24,9 @@ from atlasmart_assets.settings import memory_bytes
 from atlasmart_assets.warehouse.rows import create_table
 from atlasmart_assets.window import Window
 
-MANIFEST_FIELDS = ("partition", "source", "schema_version", "extraction_batch", "source_high_sequence", "records", "controls")
+# extracted_at too: it becomes the extract's input.as_of, which tells consumers which evidence they read.
+MANIFEST_FIELDS = ("partition", "source", "schema_version", "extraction_batch", "extracted_at", "source_high_sequence",
+                   "records", "controls")
 REQUIRED_FIELDS = ("line_id", "order_id", "customer_id", "sku", "quantity", "unit_price", "unit_cost", "event_time",
                    "source_sequence")
 
@@ -468,8 +470,8 @@ def _manifest(path: Path, partition: str, text: str, first: bool) -> dict[str, A
     if not isinstance(batch, str) or not BATCH_NAME.fullmatch(batch):
         raise RawInputError(path, partition, f"manifest extraction_batch {_shown(batch)} is not a batch name (1-128 "
                                              "letters, digits, '_', '.', '-', starting with a letter or digit)")
-    stamp = manifest.get("extracted_at")
-    if stamp is not None and not _is_timestamp(stamp):
+    stamp = manifest["extracted_at"]
+    if not _is_timestamp(stamp):
         raise RawInputError(path, partition, f"manifest extracted_at {_shown(stamp)} is not an ISO 8601 timestamp "
                                              "(e.g. 2026-09-02T01:00:00Z)")
     kind = "snapshot" if first else manifest.get("kind", "delta")

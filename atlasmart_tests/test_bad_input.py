@@ -148,6 +148,8 @@ def _manifest_value(field: str, value):  # noqa: ANN001, ANN202
     (_manifest_value("extracted_at", {"at": "2026-09-20T01:00:00Z"}), "is not an ISO 8601 timestamp"),
     (_manifest_value("extracted_at", "yesterday"), 'extracted_at "yesterday" is not an ISO 8601 timestamp'),
     (_manifest_value("extracted_at", "2026-09-20"), "is not an ISO 8601 timestamp"),
+    # Without it the day's extract would say input.as_of null: consumers could not tell which evidence they read.
+    (_manifest_value("extracted_at", None), "manifest lacks extracted_at"),
     (_drop_file, "raw file is missing"),
     (_malformed, "malformed JSON"),
     (_missing_field, "lack unit_cost"),

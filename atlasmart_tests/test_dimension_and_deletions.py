@@ -118,6 +118,31 @@ def test_overlapping_or_gapped_versions_are_refused_naming_batch_and_customer(en
     assert state.snapshot(env) == before
 
 
+@pytest.mark.parametrize("name, versions, problem", [
+    # A number sorts with no text id: it failed the build with a TypeError naming no file (a review found it).
+    ("D-2026-09-25-01", [{"customer_id": 27, "country": "JP", "tier": "gold", "valid_from": "2026-01-01",
+                          "valid_to": None}], "customer_id 27 is not a text id"),
+    # The first batch's id: it was refused as "customers.json changed", a file nobody touched (a review found it).
+    ("customers", [{"customer_id": "C00002", "country": "DE", "tier": "platinum", "valid_from": "2026-01-01",
+                    "valid_to": None}], "a later dimension batch cannot be named 'customers'"),
+])
+def test_a_dimension_batch_the_build_cannot_use_is_refused_naming_it_and_stale_says_so(
+        env, instance, published, capsys, name, versions, problem) -> None:
+    _publish_history(published)
+    (env.raw_dir / "customers").mkdir()
+    path = env.raw_dir / "customers" / f"{name}.json"
+    path.write_text(json.dumps({"customers": versions}))
+    before = state.snapshot(env)
+    result = run_chain(instance, "2026-09-19", "2026-09-19", BF)
+    assert not result.success
+    text = state.failure_text(result)
+    assert f"dimension batch {path}: {problem}" in text, text[:2000]
+    assert state.snapshot(env) == before
+    capsys.readouterr()
+    assert cli.main(["stale", "--json"]) == 2
+    assert str(path) in capsys.readouterr().err
+
+
 def test_a_deletion_request_is_applied_everywhere_and_nothing_brings_it_back(env, instance, published, capsys) -> None:
     _publish_history(published)
     subject = "C00004"

@@ -569,3 +569,19 @@ def test_stale_matches_batches_by_id_whatever_their_order_in_the_ledger(tmp_path
     (tmp_path / f"partition={DAY}.json").unlink()
     assert stale._reasons(tmp_path, DAY, [older, first, later]) == (
         [f"first batch partition={DAY}.json vanished", "batch B-02 vanished"], [])
+
+
+def test_a_late_batch_without_extracted_at_is_refused_naming_it(env, instance, published) -> None:
+    """A later batch whose manifest has no extracted_at is refused, naming the file, and nothing changes. A review
+    found it loaded and the day published with input.as_of null, so consumers could not tell what they read."""
+    _publish_history(published)
+    path = generate.late_delta(env.raw_dir, dt.date.fromisoformat(DAY), "B-2026-09-18-02", new=1, restate=0, retract=0)
+    doc = json.loads(path.read_text())
+    del doc["manifest"]["extracted_at"]
+    path.write_text(json.dumps(doc))
+    before = state.snapshot(env)
+    result = run_chain(instance, DAY, DAY, BF)
+    assert not result.success
+    text = state.failure_text(result)
+    assert str(path) in text and "manifest lacks extracted_at" in text, text[:2000]
+    assert state.snapshot(env) == before
