@@ -44,8 +44,8 @@ class Reference:
         text = "; ".join(self.problems) or (
             f"dimension version {self.dimension_version} ({len(self.batches)} batch(es)), "
             f"{len(self.requests)} deletion request(s)"
-            + (f"; accepted, affecting no day: {', '.join(unknown)} name(s) a customer the dimension does not know"
-               if unknown else ""))
+            + (f"; accepted: {', '.join(unknown)} name(s) a customer the dimension does not know (their lines, if "
+               "any, are staged with tier unknown and suppressed like any other)" if unknown else ""))
         return Audit(REFERENCE_VALID, STAGED_ORDER_LINES, not self.problems, description=text,
                      figures={"dimension_batches": [b.batch_id for b in self.batches],
                               "deletion_requests": [r.request_id for r in self.requests],
@@ -112,7 +112,8 @@ def record_first_sightings(con: duckdb.DuckDBPyConnection, ref: Reference, run_i
 
 
 def unknown_subjects(ref: Reference) -> list[str]:
-    """Requests whose customer the dimension does not know: accepted, reported, they affect no day."""
+    """Requests whose customer the dimension does not know: accepted and reported. Lines of such a customer are
+    staged (tier unknown), so the request may still take lines out: a review found them told as affecting no day."""
     known = {c for b in ref.batches for c in b.customers}
     return [r.request_id for r in ref.requests if r.customer_id and r.customer_id not in known]
 
