@@ -27,6 +27,7 @@ from atlasmart_assets.warehouse.connection import (
     LockStats,
     attach,
     attached_hold,
+    connect,
     hand_over,
     preemptible_hold,
 )
@@ -337,7 +338,7 @@ def profile_in_place(wh: Warehouse, run_id: str, files: list[RawFile], days: lis
     mine = [f for f in files if f.partition in wanted]
     # Past the buffer pool it spills where the run's scratch spills (dropped with it), not into the cwd.
     scratch = wh.scratch_path(run_id)
-    con = duckdb.connect(config={**wh.duckdb_config(), "temp_directory": str(scratch.with_name(scratch.name + ".tmp"))})
+    con = connect(config={**wh.duckdb_config(), "temp_directory": str(scratch.with_name(scratch.name + ".tmp"))})
     try:
         con.execute("create schema candidate")
         raw_files.record_batches(con, mine)

@@ -16,7 +16,7 @@ import duckdb
 from atlasmart_assets import settings as settings_mod
 from atlasmart_assets.settings import Settings
 from atlasmart_assets.warehouse import migrations, scratch
-from atlasmart_assets.warehouse.connection import LockStats, open_file
+from atlasmart_assets.warehouse.connection import LockStats, connect, open_file
 
 WAREHOUSE_KEY = "warehouse"
 FIELDS = {
@@ -83,7 +83,7 @@ class Warehouse(dg.ConfigurableResource):
         warehouse of the current schema, so a reader sees 'nothing published' rather than an error."""
         cfg = self.settings
         if not cfg.warehouse_path.exists():
-            con = duckdb.connect(":memory:")
+            con = connect(":memory:")
             try:
                 migrations.apply(con)
                 yield con

@@ -16,7 +16,7 @@ import duckdb
 
 from atlasmart_assets import raw_files, raw_load, reference, sql
 from atlasmart_assets.resources import Warehouse
-from atlasmart_assets.warehouse.connection import LockStats
+from atlasmart_assets.warehouse.connection import LockStats, connect
 from atlasmart_assets.window import Window
 
 QUALIFIED = re.compile(r"^[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*\Z")
@@ -99,7 +99,7 @@ def _reference_reasons(wh: Warehouse, published_batches: dict[str, list[str]],
     if ref.problems:
         raise ReferenceUnreadable(ref.problems, [])
     out: dict[str, list[str]] = {}
-    con = duckdb.connect(":memory:")
+    con = connect(":memory:")
     try:
         con.register("dimension_in_force", ref.customers)
         con.register("deletion_keys_in_force", ref.deletion_keys)

@@ -3,6 +3,13 @@ or the publication, with every day before → after, the neighbours proven uncha
 
 from __future__ import annotations
 
+import datetime as dt
+import re
+import time
+from typing import Iterator
+
+import pytest
+
 from atlasmart_assets import lab, notices
 from atlasmart_assets.alerts import format as fmt
 from atlasmart_assets.definitions import defs
@@ -124,3 +131,26 @@ def test_a_day_s_requests_are_named_up_to_a_bound_and_counted_beyond_it() -> Non
     assert "DR-00010," not in lines["2026-09-01"] and "DR-00010 and 2,990 more" in lines["2026-09-01"]
     assert "DR-00011" not in lines["2026-09-01"] and len(lines["2026-09-01"]) < 400
     assert lines["2026-09-02"].endswith("deletion requests applied: DR-00001, DR-00002")
+
+
+@pytest.fixture
+def new_york(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The process's local time zone is New York's (UTC-5 in December) for the test."""
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_the_commit_time_labelled_utc_is_utc_on_a_host_outside_utc(env, instance, new_york) -> None:
+    """Every AtlasMart connection's session zone is UTC: the ledger's published_at, and the notice's "committed …
+    UTC" from it, are UTC on a host in New York (a review found them five hours off)."""
+    before = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    assert run_chain(instance, "2026-09-19").success
+    after = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    [path] = env.notices_dir.glob("pub-*.md")
+    stamp = re.search(r"committed (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) UTC", path.read_text())
+    assert stamp, path.read_text()
+    committed = dt.datetime.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S")
+    assert before - dt.timedelta(seconds=2) <= committed <= after, (committed, before, after)

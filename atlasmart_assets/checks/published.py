@@ -14,7 +14,7 @@ from atlasmart_assets.partitions import daily_partitions
 from atlasmart_assets.progress import Progress, stopped_by
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import scope_of
-from atlasmart_assets.warehouse.connection import GiveWay, LockStats, hand_over, is_lock_conflict
+from atlasmart_assets.warehouse.connection import GiveWay, LockStats, connect, hand_over, is_lock_conflict
 from atlasmart_assets.window import Window
 
 FACT_UNIQUE = "fct_order_lines_line_id_unique"
@@ -198,7 +198,7 @@ def published_free_of_suppressed(wh: Warehouse) -> Audit:
     rows: list[tuple] = []
     published_days = _published_days(wh)
     if published_days is not None:
-        con = duckdb.connect(":memory:")
+        con = connect(":memory:")
         try:
             con.register("deletion_keys_in_force", ref.deletion_keys)
 

@@ -119,12 +119,23 @@ def hand_over(path: Path) -> None:
     waiting.count(time.monotonic() - started)
 
 
+def connect(database: str = ":memory:", *, read_only: bool = False,
+            config: dict[str, str] | None = None) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection whose session time zone is UTC, whatever the host's: `now()` is stored in timestamp
+    columns (the ledger's published_at, the flags' since, …) and read back as UTC (the notice says "UTC"; a review
+    found it local time on a host outside UTC). ICU is built in, but loads only after the connection opens, so the
+    zone is set then, not in `config`."""
+    con = duckdb.connect(database, read_only=read_only, config=config or {})
+    con.execute("set TimeZone = 'UTC'")
+    return con
+
+
 @contextlib.contextmanager
 def open_file(path: Path, *, read_only: bool, config: dict[str, str], timeout_s: float,
               stats: LockStats | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
     """A connection to `path`, retried while another process holds it, up to `timeout_s`; closed on exit."""
     started = time.monotonic()
-    con = waiting_on_lock(lambda: duckdb.connect(str(path), read_only=read_only, config=config), timeout_s, path)
+    con = waiting_on_lock(lambda: connect(str(path), read_only=read_only, config=config), timeout_s, path)
     acquired = time.monotonic()
     if stats is not None:
         stats.waits.append(acquired - started)

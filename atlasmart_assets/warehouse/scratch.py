@@ -9,6 +9,8 @@ from pathlib import Path
 
 import duckdb
 
+from atlasmart_assets.warehouse.connection import connect
+
 RUN_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}\Z")
 
 
@@ -20,7 +22,7 @@ def path(scratch_dir: Path, run_id: str) -> Path:
 
 def open(scratch_dir: Path, run_id: str, config: dict[str, str]) -> duckdb.DuckDBPyConnection:  # noqa: A001
     scratch_dir.mkdir(parents=True, exist_ok=True)
-    con = duckdb.connect(str(path(scratch_dir, run_id)), config=config)
+    con = connect(str(path(scratch_dir, run_id)), config=config)
     con.execute("create schema if not exists candidate")
     return con
 
