@@ -605,6 +605,32 @@ def test_a_retry_after_one_sensor_met_holds_every_sensor(tmp_path: Path) -> None
     assert server.attempts == 1 and server.messages == []
 
 
+def test_a_tick_stops_posting_when_its_time_for_slack_is_spent_and_the_next_goes_on(tmp_path: Path) -> None:
+    """Dagster gives a sensor's evaluation 60 s and then starts the next tick while the code server may still be
+    posting: a tick stops posting after TICK_BUDGET_S, skipped (not failed) saying so, and the next tick posts
+    the rest, each once. A slow Slack is not a blocked one: replies keep waiting for threads as usual."""
+    from atlasmart_assets.alerts import format as fmt
+    from atlasmart_assets.alerts.delivery import OPENER_BLOCKED_KEY, TICK_BUDGET_S, Outbox
+    spent = [0.0]
+    with SlackServer() as server, dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        def outbox() -> Outbox:
+            return Outbox(dg.build_sensor_context(instance=instance, cursor=None), _slack(server), "probe",
+                          clock=lambda: time.time() + spent[0], opens_threads=True)
+
+        box = outbox()
+        assert box.send("k1", [fmt.Message("one", ())], lambda ts: None)
+        spent[0] += TICK_BUDGET_S * 2 / 3  # a slow answer
+        assert box.send("k2", [fmt.Message("two", ())], lambda ts: None)
+        spent[0] += TICK_BUDGET_S * 2 / 3
+        assert not box.send("k3", [fmt.Message("three", ())], lambda ts: None)
+        skipped = box.finish("delivered 2", 1)
+        assert "s for Slack are spent: 1 pending" in skipped.skip_message and box.error is None
+        assert not instance.daemon_cursor_storage.get_cursor_values({OPENER_BLOCKED_KEY}).get(OPENER_BLOCKED_KEY)
+        again = outbox()
+        assert again.send("k3", [fmt.Message("three", ())], lambda ts: None)
+    assert [m["text"] for m in server.messages] == ["one", "two", "three"]
+
+
 @pytest.mark.parametrize("history_error", ["ratelimited", "http500", "internal_error"])
 def test_a_lost_answer_is_looked_up_again_next_tick_when_slack_is_busy_never_posted_twice(
         tmp_path: Path, history_error: str) -> None:

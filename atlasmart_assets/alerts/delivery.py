@@ -55,6 +55,10 @@ NOT_BEFORE_KEY = "atlasmart/alerts/not_before"
 CHANNEL_KEY = "atlasmart/alerts/channel_id"
 # How far before an unanswered post its lookup reads (clock skew between this host and Slack).
 LOOKBACK_S = 120.0
+# A tick stops posting after this long and leaves the rest to the next: Dagster gives a sensor's evaluation 60 s
+# (DAGSTER_SENSOR_GRPC_TIMEOUT_SECONDS) and then runs the next tick, while the code server may still be posting
+# this one's messages. With a post's 10 s timeout and at most 10 s of Retry-After slept, a tick ends within it.
+TICK_BUDGET_S = 30.0
 # How long a lost answer's lookup may meet a busy Slack before the part is posted again (twice rather than lost).
 LOOKUP_GIVE_UP_S = 3600.0
 
@@ -102,6 +106,8 @@ class Outbox:
         self.state.setdefault("since", self._clock() - FIRST_TICK_HORIZON_S if fresh else 0.0)
         self.delivered = 0
         self.waited_s = 0.0
+        self._started = self._clock()
+        self.out_of_time = False
         self.error: str | None = None
         self.fallbacks: list[str] = []
         self._threads: dict[str, str | None] = {}
@@ -121,8 +127,23 @@ class Outbox:
         return value if value > self._clock() else None
 
     @property
-    def stopped(self) -> bool:
+    def blocked(self) -> bool:
+        """Slack did not take a message this tick, or asked to wait."""
         return self.error is not None or self.not_before is not None
+
+    @property
+    def stopped(self) -> bool:
+        return self.blocked or self.out_of_time
+
+    @property
+    def why_stopped(self) -> str:
+        return self.error or ("rate limited" if self.not_before is not None else
+                              f"the tick's {TICK_BUDGET_S:g} s for Slack are spent" if self.out_of_time else "")
+
+    def _in_time(self) -> bool:
+        if self._clock() - self._started >= TICK_BUDGET_S:
+            self.out_of_time = True
+        return not self.out_of_time
 
     def thread_of(self, backfill_id: str) -> str | None:
         if backfill_id not in self._threads:
@@ -145,7 +166,7 @@ class Outbox:
     def _record_opener(self) -> None:
         if not self._opens_threads:
             return
-        if not self.stopped:
+        if not self.blocked:
             self._storage.set_cursor_values({OPENER_BLOCKED_KEY: ""})
         elif not self._storage.get_cursor_values({OPENER_BLOCKED_KEY}).get(OPENER_BLOCKED_KEY):
             self._storage.set_cursor_values({OPENER_BLOCKED_KEY: repr(self._clock())})
@@ -160,6 +181,8 @@ class Outbox:
         parts: dict[str, list[str]] = self.state.setdefault("parts", {})
         sent = list(parts.get(key, []))
         for i in range(len(sent), len(messages)):
+            if not self._in_time():
+                return False
             reply_to = thread_ts or (sent[0] if sent else None)
             part = f"{key}#{i}"
             ts = self._already_posted(part, reply_to)
@@ -273,4 +296,7 @@ class Outbox:
             stamp = time.strftime("%H:%M:%S UTC", time.gmtime(until))
             return dg.SkipReason(f"{summary}; Slack rate-limited this app (HTTP 429): {pending} pending, next "
                                  f"post not before {stamp}")
+        if self.out_of_time:
+            return dg.SkipReason(f"{summary}; this tick's {TICK_BUDGET_S:g} s for Slack are spent: {pending} pending, "
+                                 "posted next tick")
         return dg.SkipReason(summary)

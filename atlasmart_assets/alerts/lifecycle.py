@@ -303,7 +303,7 @@ def evaluate(context: dg.SensorEvaluationContext, slack: AtlasSlack, batch: int 
         if box.delivered >= batch:
             break
         if not box.send(notice.key, notice.messages, notice.commit, notice.thread_ts, notice.broadcast):
-            context.log.warning(f"lifecycle notice not delivered, retried next tick: {box.error or 'rate limited'}")
+            context.log.warning(f"lifecycle notice not delivered, retried next tick: {box.why_stopped}")
             break
     state["rollbacks"] = state.get("rollbacks", [])[-KEEP_ROLLBACKS:]
     state["rollback_publications"] = state.get("rollback_publications", [])[-KEEP_ROLLBACKS:]

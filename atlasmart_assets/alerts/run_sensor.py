@@ -124,7 +124,7 @@ def evaluate(context: dg.SensorEvaluationContext, slack: AtlasSlack, batch: int 
 
             if not box.send(f"run:{event.storage_id}", fmt.run_failure(failure, slack.links), commit, thread):
                 context.log.warning(f"run failure alert for {run.run_id} not delivered, retried next tick: "
-                                    f"{box.error or 'rate limited'}")
+                                    f"{box.why_stopped}")
                 break
         else:
             state["after_storage_id"] = event.storage_id
