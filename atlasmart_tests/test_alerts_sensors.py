@@ -631,14 +631,26 @@ def test_a_tick_stops_posting_when_its_time_for_slack_is_spent_and_the_next_goes
     assert [m["text"] for m in server.messages] == ["one", "two", "three"]
 
 
+def _answer_lost(server: SlackServer, box: Any) -> None:
+    """Through `box` (an Outbox on `server`): an alert Slack answers, which teaches the channel id, then the notice
+    Slack posts but whose answer comes after the client gave up; the tick fails."""
+    from slack_server import TAKEN_SLOW
+
+    from atlasmart_assets.alerts import format as fmt
+    from atlasmart_assets.alerts.delivery import SlackUnavailable
+    assert box.send("earlier", [fmt.Message("an earlier alert", ())], lambda ts: None)
+    server.script = [TAKEN_SLOW]
+    assert not box.send("notice", [fmt.Message("the notice", ())], lambda ts: None)
+    with pytest.raises(SlackUnavailable):
+        box.finish("delivered 1", 1)
+
+
 @pytest.mark.parametrize("history_error", ["ratelimited", "http500", "internal_error"])
 def test_a_lost_answer_is_looked_up_again_next_tick_when_slack_is_busy_never_posted_twice(
         tmp_path: Path, history_error: str) -> None:
     """A post Slack took but whose answer was lost, and the lookup meets a busy Slack (429, 500, internal_error:
     likely just when answers get lost). The tick stops with the part pending, and the next asks again: one
     message (a review found it posted again at once, a duplicate). A 429 there holds every sensor's posts."""
-    from slack_server import TAKEN_SLOW
-
     from atlasmart_assets.alerts import format as fmt
     from atlasmart_assets.alerts.delivery import NOT_BEFORE_KEY, Outbox, SlackUnavailable
     with SlackServer(slow_s=2.5, retry_after_s=30) as server, dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
@@ -646,12 +658,7 @@ def test_a_lost_answer_is_looked_up_again_next_tick_when_slack_is_busy_never_pos
             return Outbox(dg.build_sensor_context(instance=instance, cursor=None), _slack(server), "probe",
                           clock=lambda: time.time() + later_s)
 
-        box = outbox()
-        assert box.send("earlier", [fmt.Message("an earlier alert", ())], lambda ts: None)  # learns the channel id
-        server.script = [TAKEN_SLOW]
-        assert not box.send("notice", [fmt.Message("the notice", ())], lambda ts: None)
-        with pytest.raises(SlackUnavailable):
-            box.finish("delivered 1", 1)
+        _answer_lost(server, outbox())
         server.history_error = history_error
         busy = outbox()
         assert not busy.send("notice", [fmt.Message("the notice", ())], lambda ts: None)
@@ -670,17 +677,10 @@ def test_a_lost_answer_is_looked_up_again_next_tick_when_slack_is_busy_never_pos
 def test_a_lost_answer_beyond_the_first_page_of_history_is_found(tmp_path: Path) -> None:
     """The lookup of a lost answer reads history page by page: a message posted long enough ago that newer ones
     fill the first page is still found, not posted twice."""
-    from slack_server import TAKEN_SLOW
-
     from atlasmart_assets.alerts import format as fmt
-    from atlasmart_assets.alerts.delivery import Outbox, SlackUnavailable
+    from atlasmart_assets.alerts.delivery import Outbox
     with SlackServer(slow_s=2.5, page_limit=3) as server, dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
-        box = Outbox(dg.build_sensor_context(instance=instance, cursor=None), _slack(server), "probe")
-        assert box.send("earlier", [fmt.Message("an earlier alert", ())], lambda ts: None)
-        server.script = [TAKEN_SLOW]
-        assert not box.send("notice", [fmt.Message("the notice", ())], lambda ts: None)
-        with pytest.raises(SlackUnavailable):
-            box.finish("delivered 1", 1)
+        _answer_lost(server, Outbox(dg.build_sensor_context(instance=instance, cursor=None), _slack(server), "probe"))
         for i in range(7):  # others post in the channel meanwhile
             server.accept({"text": f"chatter {i}"})
         again = Outbox(dg.build_sensor_context(instance=instance, cursor=None), _slack(server), "probe")
@@ -691,17 +691,10 @@ def test_a_lost_answer_beyond_the_first_page_of_history_is_found(tmp_path: Path)
 def test_a_lost_answer_whose_lookup_stays_busy_past_the_give_up_is_posted_again(tmp_path: Path) -> None:
     """If Slack's history stays busy for LOOKUP_GIVE_UP_S after the first try, the part is posted again: twice
     rather than lost."""
-    from slack_server import TAKEN_SLOW
-
     from atlasmart_assets.alerts import format as fmt
-    from atlasmart_assets.alerts.delivery import LOOKUP_GIVE_UP_S, Outbox, SlackUnavailable
+    from atlasmart_assets.alerts.delivery import LOOKUP_GIVE_UP_S, Outbox
     with SlackServer(slow_s=2.5) as server, dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
-        box = Outbox(dg.build_sensor_context(instance=instance, cursor=None), _slack(server), "probe")
-        assert box.send("earlier", [fmt.Message("an earlier alert", ())], lambda ts: None)
-        server.script = [TAKEN_SLOW]
-        assert not box.send("notice", [fmt.Message("the notice", ())], lambda ts: None)
-        with pytest.raises(SlackUnavailable):
-            box.finish("delivered 1", 1)
+        _answer_lost(server, Outbox(dg.build_sensor_context(instance=instance, cursor=None), _slack(server), "probe"))
         server.history_error = "internal_error"
         later = time.time() + LOOKUP_GIVE_UP_S + 1
         again = Outbox(dg.build_sensor_context(instance=instance, cursor=None), _slack(server), "probe",
