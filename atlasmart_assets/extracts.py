@@ -178,6 +178,29 @@ def clock(cfg: Settings) -> float:
         probe.unlink(missing_ok=True)
 
 
+# Beside the versions: "publication P may erase" from before its commit until its erasure pruned the versions. A
+# publish killed or failed after committing an erasure leaves it, and recovery finishes the prune.
+ERASING = ".erasing-"
+
+
+def erasing(cfg: Settings, pub_id: str) -> None:
+    """Record, durably, that `pub_id`'s commit may erase: every other version must go once it committed."""
+    path = cfg.versions_dir.parent / f"{ERASING}{pub_id}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as fh:
+        fh.write(pub_id)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def erased(cfg: Settings, pub_id: str) -> None:
+    (cfg.versions_dir.parent / f"{ERASING}{pub_id}").unlink(missing_ok=True)
+
+
+def erasures_pending(cfg: Settings) -> list[str]:
+    return sorted(p.name[len(ERASING):] for p in cfg.versions_dir.parent.glob(f"{ERASING}*"))
+
+
 def prune(cfg: Settings, keep: set[str], immediately: bool = False, superseded: bool | None = None,
           superseded_by: float | None = None) -> None:
     """Remove versions no ledger row needs any more (and half-built ones from crashed runs), once they have been

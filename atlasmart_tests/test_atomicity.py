@@ -184,3 +184,61 @@ def test_sigkill_inside_the_publish_leaves_before_or_after(incident_dir, tmp_pat
               f"{'' if committed else 'not '}reached; a reader then saw {'after' if middle == after else 'before'}")
         return
     pytest.fail(f"in {TIMER_ATTEMPTS} attempts no SIGKILL landed inside the publish")
+
+
+ERASED_DAYS = ["2026-09-18", "2026-09-19", "2026-09-20"]  # C00004 buys on each
+
+
+def _old_figures(cfg: settings.Settings) -> dict[str, list[str]]:
+    """Per extract version but the current one: the erased days whose file differs from the current one's."""
+    current = extracts.resolve(cfg)
+    now = {d: (current / extracts.file_name(d)).read_bytes() for d in ERASED_DAYS}
+    out = {}
+    for version in cfg.versions_dir.iterdir():
+        old = [d for d in ERASED_DAYS if version != current and (version / extracts.file_name(d)).is_file()
+               and (version / extracts.file_name(d)).read_bytes() != now[d]]
+        if old:
+            out[version.name] = old
+    return out
+
+
+@pytest.mark.parametrize("failpoint", ["committed", "swapped"])
+def test_an_erasure_killed_after_its_commit_leaves_no_version_with_the_erased_figures(
+        env, published, monkeypatch, failpoint) -> None:
+    """A publish applying a deletion request, SIGKILLed after its commit: the code location's load finishes its
+    prune, so no extract version but the current one holds the erased days' old figures. A review found them kept
+    (readable under published_versions/) until ten more publications pushed them out."""
+    from atlasmart_tests.evidence_edits import deletion_request
+    published(("2026-09-18", "2026-09-20"), ("2026-09-21", None))
+    monkeypatch.setenv("ATLASMART_VERSION_GRACE_S", "3600")
+    deletion_request(env.raw_dir, "DR-0001", customer_id="C00004")
+    worker = crash_worker.start("2026-09-18", "2026-09-20", {"ATLASMART_FAILPOINT": failpoint})
+    worker.join(timeout=300)
+    assert worker.exitcode == -signal.SIGKILL
+    assert _old_figures(env), "the kill came before the prune"
+    recover_on_load(Warehouse())
+    assert extracts.read(env, "2026-09-18")["input"]["requests_applied"] == ["DR-0001"]
+    assert _old_figures(env) == {}
+    assert not list(env.versions_dir.parent.glob(f"{extracts.ERASING}*")), "the erasure is done"
+
+
+def test_an_erasure_whose_notice_cannot_be_written_leaves_no_version_with_the_erased_figures(
+        env, instance, published, monkeypatch) -> None:
+    """The disk of the notices is full: the publish that applied a request fails after its commit, and no
+    version but the current one holds the erased figures (the prune comes before the notice)."""
+    import errno
+
+    from atlasmart_assets import notices
+    from atlasmart_tests.evidence_edits import deletion_request
+    published(("2026-09-18", "2026-09-20"), ("2026-09-21", None))
+    monkeypatch.setenv("ATLASMART_VERSION_GRACE_S", "3600")
+    deletion_request(env.raw_dir, "DR-0001", customer_id="C00004")
+
+    def disk_full(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with monkeypatch.context() as mp:
+        mp.setattr(notices, "write", disk_full)
+        assert not run_chain(instance, "2026-09-18", "2026-09-20", {"dagster/backfill": "bf-erase"}).success
+    assert extracts.read(env, "2026-09-18")["input"]["requests_applied"] == ["DR-0001"], "the erasure committed"
+    assert _old_figures(env) == {}

@@ -31,15 +31,26 @@ class PublishConflict(RuntimeError):
     """The current publication of a partition moved between the audit and the publish."""
 
 
-def recover_extracts(wh: Warehouse, con: duckdb.DuckDBPyConnection) -> bool:
+def recover_extracts(wh: Warehouse, con: duckdb.DuckDBPyConnection, keep: Collection[str] = ()) -> bool:
     """After a crash between commit and swap, point `published` at the version the ledger committed (the ledger
-    is the commit point). Returns whether it moved anything."""
+    is the commit point). Then finish the prune of an erasure that committed but did not prune (killed or failed
+    after its commit): every version but the current one (and `keep`, the caller's own) goes, as it holds the
+    erased days' old figures. `con` holds the warehouse (a reader will do): no publisher is between its commit and
+    its prune meanwhile. Returns whether it moved `published`."""
     cfg = wh.settings
     latest = ledger.latest_publication_id(con)
+    moved = False
     if latest and extracts.current_version(cfg) != latest and (cfg.versions_dir / latest).is_dir():
         extracts.swap(cfg, latest)
-        return True
-    return False
+        moved = True
+    for pub_id in extracts.erasures_pending(cfg):
+        current = extracts.current_version(cfg)
+        committed = con.execute("select count(*) from audit.publications where publication_id = $p",
+                                {"p": pub_id}).fetchone()[0]
+        if committed and current:
+            extracts.prune(cfg, {current, *keep}, immediately=True)
+        extracts.erased(cfg, pub_id)
+    return moved
 
 
 def _refuse_if_moved(before: dict[str, Current], expected: dict[str, Current], days: list[str]) -> None:
@@ -349,7 +360,7 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
         failpoint("wrote_extracts_ahead")
         with wh.writer(stats) as con:
             acquired = time.monotonic()
-            recover_extracts(wh, con)
+            recover_extracts(wh, con, keep={pub_id})
             before = ledger.current(con, window)
             if expected is not None:
                 _refuse_if_moved(before, expected, sorted(set(before) | set(expected)))
@@ -365,23 +376,30 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
                 _refuse_if_line_ids_published_since(con, window, line_ids_as_of)
             extracts.complete(cfg, pub_id, texts)
             failpoint("staged_extracts")
+            may_erase = deletion_keys is not None and len(deletion_keys) > 0
+            if may_erase:
+                extracts.erasing(cfg, pub_id)
             commit_began = True
             with transaction(con):
                 keep, erase = _commit(con, pub_id, kind, run, code_version, window, before, after, restored or {},
                                       cfg.retain_versions, ahead, reuse, deletion_keys)
             committed = True
+            if may_erase and not erase:
+                extracts.erased(cfg, pub_id)
             failpoint("committed")
             held_at("publish_committed", run.run_id)
             extracts.swap(cfg, pub_id)
             failpoint("swapped")
-            notices.write(cfg, con, pub_id, run, after)
             # Earlier extract versions hold the erased days' old figures: only the current one survives an erasure,
-            # in the hold that commits it.
-            # A version never swapped in (a crashed run's) is judged in the hold: another publisher's, built in its
-            # own hold, is never taken half-way. A superseded one only goes after the hold (below).
+            # in the hold that commits it, before anything that can fail (the notice); killed before, the next
+            # hold on the warehouse finishes it (recover_extracts).
             if erase:
                 extracts.prune(cfg, {pub_id}, immediately=True)
-            else:
+                extracts.erased(cfg, pub_id)
+            notices.write(cfg, con, pub_id, run, after)
+            # A version never swapped in (a crashed run's) is judged in the hold: another publisher's, built in its
+            # own hold, is never taken half-way. A superseded one only goes after the hold (below).
+            if not erase:
                 extracts.prune(cfg, keep | {pub_id}, superseded=False)
             over = ledger.over_retention(con, cfg.retain_versions, window) if ahead else set()
             hold = time.monotonic() - acquired
@@ -394,6 +412,8 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
         _prune(wh, [part for part in parts if over & set(part.keys)], stats, give_way)
         return Publication(pub_id, kind, window, before, after, hold)
     except BaseException:
+        if not committed:
+            extracts.erased(cfg, pub_id)  # never committed: nothing to erase
         if ahead and not committed:
             _abandon(wh, pub_id)
         if not commit_began:
