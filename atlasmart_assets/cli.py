@@ -94,7 +94,7 @@ def _rollback(args: argparse.Namespace) -> int:
 
         _quiet_dagster_notes()
         from atlasmart_assets.definitions import defs
-        from atlasmart_assets.contract import REQUESTED_BY_TAG
+        from atlasmart_assets.contract import FENCE_OVERRIDE_TAG, REQUESTED_BY_TAG
         from atlasmart_assets.jobs import LAUNCHED_FROM_TAG
         from atlasmart_assets.window import Window
     except KeyboardInterrupt:
@@ -111,7 +111,8 @@ def _rollback(args: argparse.Namespace) -> int:
         try:
             result = defs.resolve_job_def("rollback_job").execute_in_process(
                 instance=instance, raise_on_error=False, run_id=run_id,
-                tags={LAUNCHED_FROM_TAG: "cli", **({REQUESTED_BY_TAG: args.requested_by} if args.requested_by else {})},
+                tags={LAUNCHED_FROM_TAG: "cli", **({REQUESTED_BY_TAG: args.requested_by} if args.requested_by else {}),
+                      **({FENCE_OVERRIDE_TAG: args.fence_override} if args.fence_override else {})},
                 run_config={"ops": {"rollback_range": {"config": {k: v for k, v in config.items() if v is not None}}},
                             "loggers": {"console": {"config": {"log_level": "CRITICAL"}}}})
         except KeyboardInterrupt:  # Ctrl-C outside the step (Dagster turns one inside it into a failed step)
@@ -255,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     rb.add_argument("--to", dest="end")
     rb.add_argument("--reason", required=True)
     rb.add_argument("--to-publication", help="restore this publication id (default: one version back per partition)")
+    rb.add_argument("--fence-override", help="the reason to roll back the newest partition together with earlier "
+                                             "days (the current lane owns it; recorded in the ledger)")
     rb.add_argument("--requested-by", help="who asks (the run's atlasmart/requested_by tag: the ledger, the notice "
                                            "and the Slack message name them)")
     rb.set_defaults(func=_rollback)

@@ -8,12 +8,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping, NamedTuple
 
-from atlasmart_assets import failpoints, reference, sql
+from atlasmart_assets import failpoints, partitions, reference, sql
 from atlasmart_assets.alerts.format import window_label
-from atlasmart_assets.contract import CODE_VERSION
+from atlasmart_assets.contract import CODE_VERSION, FENCE_OVERRIDE_TAG
 from atlasmart_assets.progress import Progress
 from atlasmart_assets.resources import Warehouse
-from atlasmart_assets.scope import RunInfo
+from atlasmart_assets.scope import FenceRefusal, RunInfo, fence_refusal
 from atlasmart_assets.warehouse.connection import GiveWay, LockStats
 from atlasmart_assets.warehouse import ledger
 from atlasmart_assets.warehouse.ledger import Publication
@@ -143,6 +143,17 @@ def _rollback(wh: Warehouse, start: str, end: str | None, run: RunInfo, to_publi
                          "have (it goes into the ledger, the notice, the Slack message and the run's events): say "
                          "why in short and point to the rest (an incident link, say)")
     window = Window.of(start, end)
+    # The newest partition is the current lane's: a rollback reaching it from an earlier day is a correction of it
+    # by another name, refused as a backfill's is unless the run carries an override reason.
+    newest = partitions.newest_partition()
+    if fence_refusal(window, None, run.fence_override, newest):
+        raise FenceRefusal(
+            description=f"Refused: rollback over {window} includes {newest}, the newest partition, which the current "
+                        f"lane (daily schedule) owns. Nothing was rolled back. Roll back up to the day before {newest} "
+                        f"(and {newest} alone, if it must be), or, deliberately, relaunch with the tag "
+                        f"{FENCE_OVERRIDE_TAG}=<reason> (atlasmart rollback --fence-override <reason>; recorded in the "
+                        "ledger).",
+            metadata={"refused_partitions": [newest], "window": str(window)})
     chosen, chosen_from = _targets(wh, window, to_publication, stats)
     progress.done("targets", f"{len(chosen)} partition(s), to {len(set(chosen.values()))} earlier publication(s)")
     scratch = wh.scratch_path(run_id)

@@ -808,3 +808,25 @@ def test_a_succeeded_retry_of_a_rollback_re_executed_is_another_rollback_and_ann
         told = {n.key: " ".join(m.text for m in n.messages) for n in lifecycle._notices(context, slack, done)}
         assert set(told) == {f"rollback:{a2.run_id}", f"rollback:{a3.run_id}"}, told
         assert all("Rolled back nothing" not in text and day in text for text in told.values()), told
+
+
+def test_a_rollback_reaching_the_newest_partition_from_an_earlier_day_is_fenced(env, instance, published,
+                                                                               capsys) -> None:
+    """The newest partition is the current lane's: a rollback of 2026-09-20..21 is refused before anything moves,
+    as a backfill's window is, unless it carries an override reason (then recorded in the ledger); the newest day
+    alone may be rolled back. A review found a rollback moved the newest partition with no override."""
+    published(("2026-09-20", None), ("2026-09-21", None))
+    assert run_chain(instance, "2026-09-20", "2026-09-20", {"dagster/backfill": "bf-again"}).success
+    assert run_chain(instance, "2026-09-21").success
+    assert run_chain(instance, "2026-09-21").success
+    before = state.snapshot(env)
+    capsys.readouterr()
+    assert cli.main(["rollback", "--from", "2026-09-20", "--to", "2026-09-21", "--reason", "undo"]) == 2
+    err = capsys.readouterr().err
+    assert "Refused: rollback over 2026-09-20..2026-09-21 includes 2026-09-21" in err and "--fence-override" in err, err
+    assert state.snapshot(env) == before
+    assert cli.main(["rollback", "--from", "2026-09-20", "--to", "2026-09-21", "--reason", "undo",
+                     "--fence-override", "today's load was wrong too"]) == 0
+    assert [r[0] for r in state.table_rows(env, "(select fence_override, kind from audit.publications)",
+                                           "kind = 'rollback'")] == ["today's load was wrong too"] * 2
+    assert cli.main(["rollback", "--from", "2026-09-21", "--reason", "the newest alone"]) == 0
