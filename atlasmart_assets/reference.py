@@ -99,6 +99,19 @@ REQUEST_COLUMNS = (("request_id", "varchar"), ("file", "varchar"), ("sha256", "v
 FIRST_LOADED = (("first_loaded_at", "now()"),)
 
 
+def keys_in_force(wh: Warehouse) -> pd.DataFrame:
+    """The keys (request_id, customer_id, line_id) of every deletion request in force: those on disk, and every one
+    ever loaded (a request is never withdrawn by deleting its file). Raises deletions.RequestError, naming the file,
+    when a request on disk cannot be read: it may be a new request, whose subject nothing may publish again."""
+    requests = deletions.load(wh.settings.raw_dir)
+    with wh.reader() as con:
+        recorded = con.execute("select request_id, customer_id, line_ids from raw.deletion_requests").fetchall()
+    rows = [(r, c, None) for r, c, _ in recorded if c] + \
+        [(r, None, line) for r, _, lines in recorded if lines for line in json.loads(lines)]
+    loaded = pd.DataFrame(rows, columns=["request_id", "customer_id", "line_id"], dtype="object")
+    return pd.concat([deletions.keys(requests), loaded], ignore_index=True).drop_duplicates()
+
+
 def record_first_sightings(con: duckdb.DuckDBPyConnection, ref: Reference, run_id: str) -> None:
     """Record each dimension batch and deletion request not recorded yet, as first loaded by `run_id`: one statement
     per table, in the caller's hold (a row at a time, 3,000 requests held the warehouse 6 s on every run)."""

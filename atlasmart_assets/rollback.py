@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping, NamedTuple
 
-from atlasmart_assets import failpoints, partitions, reference, sql
+from atlasmart_assets import deletions, failpoints, partitions, reference, sql
 from atlasmart_assets.alerts.format import window_label
 from atlasmart_assets.contract import CODE_VERSION, FENCE_OVERRIDE_TAG
 from atlasmart_assets.progress import Progress
@@ -165,8 +165,12 @@ def _rollback(wh: Warehouse, start: str, end: str | None, run: RunInfo, to_publi
                            "written")
 
     try:
-        after, restored, now, stored = restore_candidates(wh, scratch, window, chosen, give_way, stats,
-                                                          reference.load(wh).deletion_keys)
+        try:
+            keys = reference.keys_in_force(wh)
+        except deletions.RequestError as exc:
+            raise ValueError(f"cannot roll back {window}: {exc}. A rollback cannot tell whether what it restores holds "
+                             "the subject of a request it cannot read: fix the file first") from None
+        after, restored, now, stored = restore_candidates(wh, scratch, window, chosen, give_way, stats, keys)
         # The targets were chosen in a read of their own: a day published since then would be rolled back past.
         moved = sorted(p for p, pub in chosen_from.items() if p not in now or now[p].publication_id != pub)
         if moved:

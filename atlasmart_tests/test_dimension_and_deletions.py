@@ -370,3 +370,27 @@ def test_a_malformed_request_makes_stale_fail_naming_it_never_say_nothing_is_sta
     assert "no published day is stale" not in capsys.readouterr().out
     shown = plan.markdown(plan.make(Warehouse(), asset_graph(), "2026-09-17", "2026-09-18", with_impact=False))
     assert "Stale days not judged in full" in shown and "DR-9.json" in shown, shown
+
+
+@pytest.mark.parametrize("unreadable", ["another request malformed", "the request's file deleted"])
+def test_a_rollback_never_publishes_a_requested_subject_while_the_requests_cannot_be_read(
+        env, instance, published, capsys, unreadable: str) -> None:
+    """The refusal holds when a request file cannot be read (refused: it may be a new request) or was deleted after
+    it was loaded (a request is never withdrawn: its keys are read from the warehouse). A review found both
+    rollbacks published the subject's lines again: the refusal read only the requests that parsed on disk."""
+    published(("2026-09-17", "2026-09-20"), (NEWEST, None))
+    subject, day = "C00004", "2026-09-18"
+    _retract_subject(env, instance, subject, day)
+    deletion_request(env.raw_dir, "DR-0001", customer_id=subject)
+    if unreadable == "another request malformed":  # lacks requested_at
+        (env.raw_dir / "deletions" / "DR-0002.json").write_text(
+            json.dumps({"request_id": "DR-0002", "reason": "y", "customer_id": "C00005"}))
+    else:
+        assert run_chain(instance, NEWEST).success  # loads DR-0001
+        (env.raw_dir / "deletions" / "DR-0001.json").unlink()
+    capsys.readouterr()
+    assert cli.main(["rollback", "--from", day, "--to", day, "--reason", "undo the retraction"]) == 2
+    err = capsys.readouterr().err
+    assert ("DR-0002.json" in err and "fix the file first" in err) if unreadable.startswith("another") else \
+        "'DR-0001'" in err, err
+    assert state.table_rows(env, "fact.fct_order_lines", f"customer_id = '{subject}' and partition_date = '{day}'") == []
