@@ -94,8 +94,7 @@ def _rollback(args: argparse.Namespace) -> int:
 
         _quiet_dagster_notes()
         from atlasmart_assets.definitions import defs
-        from atlasmart_assets.contract import FENCE_OVERRIDE_TAG, REQUESTED_BY_TAG
-        from atlasmart_assets.jobs import LAUNCHED_FROM_TAG
+        from atlasmart_assets.contract import FENCE_OVERRIDE_TAG, LAUNCHED_FROM_TAG, REQUESTED_BY_TAG
         from atlasmart_assets.window import Window
     except KeyboardInterrupt:
         raise CommandFailed("interrupted before its run started: nothing was published", INTERRUPTED) from None

@@ -18,6 +18,9 @@ RANGE_START_TAG = "dagster/asset_partition_range_start"
 RANGE_END_TAG = "dagster/asset_partition_range_end"
 PRIORITY_TAG = "dagster/priority"
 REQUESTED_BY_TAG = "atlasmart/requested_by"
+# Set by AtlasMart itself (a job's definition, the command line), not by the operator: no notice lists them.
+KIND_TAG = "atlasmart/kind"
+LAUNCHED_FROM_TAG = "atlasmart/launched_from"
 USER_TAGS = ("dagster/user", "user", REQUESTED_BY_TAG)
 
 # The UI's backfill ids are 8 characters; one set by hand in the tag may be any length. Where an id is shown (a

@@ -14,14 +14,20 @@ from atlasmart_assets.alerts.format import short_window
 from atlasmart_assets.assets import day_metadata
 from atlasmart_assets.assets.graph import asset_graph
 from atlasmart_assets.checks.freshness import revenue_daily_newest_partition_fresh
-from atlasmart_assets.contract import FCT_ORDER_LINES, RAW_CUSTOMERS, REVENUE_DAILY, STAGED_ORDER_LINES
+from atlasmart_assets.contract import (
+    FCT_ORDER_LINES,
+    KIND_TAG,
+    LAUNCHED_FROM_TAG,
+    RAW_CUSTOMERS,
+    REVENUE_DAILY,
+    STAGED_ORDER_LINES,
+)
 from atlasmart_assets.progress import Progress
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.warehouse.connection import LockStats
 from atlasmart_assets.warehouse.ledger import Publication
 
 # `atlasmart rollback` tags its run so (cli.py): the rollback's lines then also go to the terminal.
-LAUNCHED_FROM_TAG = "atlasmart/launched_from"
 HISTORY_SCAN = dg.AssetCheckKey(dg.AssetKey(["fact", "fct_order_lines"]),
                                 "fct_order_lines_published_history_free_of_suppressed_keys")
 # The all-history scan and the freshness check (which judges the newest day, not the run's window) run on their
@@ -134,6 +140,10 @@ def _roll_back_and_report(context: dg.OpExecutionContext, config: RollbackConfig
         unresolved = dict(con.execute(sql.text("staged_unresolved"),
                                       {**pub.window.params, "p": pub.publication_id}).fetchall())
     notice = notices.notice_path(warehouse.settings, pub.publication_id)
+    if not notice.exists():  # an attempt that committed and stopped before writing it
+        with warehouse.reader(stats=stats) as con:
+            notices.write(warehouse.settings, con, pub.publication_id,
+                          rollback_mod.run_info(context.run.run_id, config.reason, context.run.tags), pub.after)
     notice = notice if notice.exists() else None
     newest = max(pub.after)
     run_wide = {"publication_id": pub.publication_id, "kind": "rollback", "window": str(pub.window),
@@ -160,7 +170,7 @@ def _roll_back_and_report(context: dg.OpExecutionContext, config: RollbackConfig
 @dg.job(description="Undo corrections of a range: restores tables and extracts to an earlier publication "
                     "(default: one version back), in one commit recorded in the ledger, with a materialization of "
                     "staged, fact and mart per restored partition and a change notice. The CLI's rollback runs it too.",
-        tags={"atlasmart/kind": "rollback"})
+        tags={KIND_TAG: "rollback"})
 def rollback_job() -> None:
     rollback_range()
 

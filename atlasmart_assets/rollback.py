@@ -118,6 +118,12 @@ def committed_by(wh: Warehouse, start: str, end: str | None, run_ids: list[str],
         return Publication(pub_id, "rollback", window, ledger.published(con, replaced), after, 0.0)
 
 
+def run_info(run_id: str, reason: str, tags: Mapping[str, str]) -> RunInfo:
+    """A rollback run as the ledger and its notice know it: who asked and the operator's tags from the run's tags,
+    the reason from its config, and no backfill."""
+    return dataclasses.replace(RunInfo.from_tags(run_id, tags), backfill_id=None, reason=reason)
+
+
 def rollback(wh: Warehouse, start: str, end: str | None, reason: str, run_id: str,
              to_publication: str | None = None, progress: Progress | None = None,
              give_way: GiveWay | None = None, stats: LockStats | None = None,
@@ -128,7 +134,7 @@ def rollback(wh: Warehouse, start: str, end: str | None, reason: str, run_id: st
     the figures of each of its warehouse holds. `tags`: the run's, for who asked and the operator's own tags in the
     ledger and the notice (the reason is the one given here)."""
     progress = progress or Progress(None, header(start, end), PHASES)
-    run = dataclasses.replace(RunInfo.from_tags(run_id, tags or {}), backfill_id=None, reason=reason)
+    run = run_info(run_id, reason, tags or {})
     with progress.stopping():
         return _rollback(wh, start, end, run, to_publication, progress, give_way, stats)
 

@@ -15,6 +15,8 @@ from atlasmart_assets.contract import (
     BACKFILL_TAG,
     CURRENT_LANE,
     FENCE_OVERRIDE_TAG,
+    KIND_TAG,
+    LAUNCHED_FROM_TAG,
     LANE_TAG,
     PARTITION_TAG,
     RANGE_END_TAG,
@@ -54,7 +56,8 @@ class RunInfo:
             return value or None
 
         # atlasmart/rederive stays among the operator's own tags: the change notice lists it with its reason.
-        named = {BACKFILL_TAG, REASON_TAG, FENCE_OVERRIDE_TAG, ACCEPT_SHRINK_TAG, LANE_TAG, *USER_TAGS}
+        named = {BACKFILL_TAG, REASON_TAG, FENCE_OVERRIDE_TAG, ACCEPT_SHRINK_TAG, LANE_TAG, KIND_TAG, LAUNCHED_FROM_TAG,
+                 *USER_TAGS}
         own = tuple(sorted((k, v) for k, v in tags.items()
                            if k not in named and not k.startswith(("dagster/", ".dagster/"))))
         return cls(run_id, text(BACKFILL_TAG), text(REASON_TAG), text(FENCE_OVERRIDE_TAG), text(ACCEPT_SHRINK_TAG),

@@ -115,3 +115,25 @@ def test_a_re_execution_of_a_successful_rollback_is_another_rollback_whatever_it
         assert not y.success and _rollbacks(env) == 2
         z = _reexec(inst, r.run_id, r.run_id, from_failure=False)
         assert not z.success and _rollbacks(env) == 2, "Z took Y's commit for its own"
+
+
+def test_a_retried_rollback_writes_the_notice_its_attempt_did_not_naming_who_asked(env, monkeypatch) -> None:
+    """A rollback launched by ana (ticket OPS-9) commits, then fails writing its notice. Its re-execution writes
+    the notice, naming who asked and the tags, and the lifecycle sensor's Slack reply and the notice agree. A review
+    found the notice written later by the sensor saying "Requested by: no user tag" with no tags."""
+    from atlasmart_assets import notices
+    with dg.instance_for_test() as inst:
+        _three_versions(env, inst, DAY)
+        retries.fail_once(monkeypatch, notices, "write")
+        first = dg.execute_job(dg.reconstructable(_rollback_job), inst, run_config=CONFIG, raise_on_error=False,
+                               tags={"user": "ana", "ticket": "OPS-9"})
+        assert not first.success and not list(env.notices_dir.glob("rol-*.md"))
+        # The UI re-executes a run with its tags.
+        retry = dg.execute_job(dg.reconstructable(_rollback_job), inst, raise_on_error=False,
+                               tags={"user": "ana", "ticket": "OPS-9", **ui_tags(first.run_id)},
+                               reexecution_options=dg.ReexecutionOptions.from_failure(first.run_id, inst))
+        assert retry.success
+        [path] = env.notices_dir.glob("rol-*.md")
+        head = path.read_text().split("## ")[0]
+        assert "- Requested by: ana" in head and "- Tags: ticket=OPS-9\n" in head, head
+        assert "Requested by: ana" in " ".join(_told(inst).values())

@@ -29,6 +29,7 @@ from atlasmart_assets.alerts.delivery import THREAD_KEY, Outbox
 from atlasmart_assets.alerts.slack import AtlasSlack
 from atlasmart_assets.contract import BACKFILL_TAG, REASON_TAG
 from atlasmart_assets.resources import WAREHOUSE_KEY, Warehouse
+from atlasmart_assets.scope import RunInfo
 
 NAME = "atlasmart_backfill_lifecycle_to_slack"
 ROLLBACK_JOB = "rollback_job"
@@ -93,15 +94,19 @@ def undone_backfills(wh: Warehouse, changes: Sequence[fmt.PartitionChange]) -> l
     return sorted(r[0] for r in rows)
 
 
-def notice_file(wh: Warehouse, identifier: str, publication_id: str, info: fmt.Backfill | None = None) -> Path | None:
+def notice_file(wh: Warehouse, identifier: str, publication_id: str, info: fmt.Backfill | None = None,
+                run: RunInfo | None = None) -> Path | None:
     """The change notice the publish wrote (`notices.py`); written here only if it is missing (a run killed between
-    the swap and the notice), from the same ledger rows and formatter."""
+    the swap and the notice), from the same ledger rows and formatter, with who asked and the operator's tags from
+    `info` (a backfill's) or `run` (a rollback's)."""
     path = notices.notice_path(wh.settings, identifier)
     if path.exists():
         return path
+    tags = info.tags if info else dict(run.tags) if run else None
+    requested_by = info.requested_by if info else run.requested_by if run else None
     with _reader(wh) as con:
         return notices.write_for(con, wh.settings, publication_id, info.backfill_id if info else None,
-                                 tags=info.tags if info else None, requested_by=info.requested_by if info else None)
+                                 tags=tags, requested_by=requested_by)
 
 
 def _asset_backfill_keys(record: Any, asset_graph: Any) -> list[str]:
@@ -277,7 +282,8 @@ def _notices(context: dg.SensorEvaluationContext, slack: AtlasSlack, state: dict
         reason = run.run_config.get("ops", {}).get("rollback_range", {}).get("config", {}).get("reason")
         undone = undone_backfills(wh, changes)
         thread = next((ts for b in undone if (ts := _entry(seen.get(b, {})).get("ts"))), None)
-        path = notice_file(wh, pub_id, pub_id) if pub_id is not None else None
+        path = notice_file(wh, pub_id, pub_id, run=RunInfo.from_tags(run.run_id, run.tags)) if pub_id is not None \
+            else None
 
         def announced(_ts: str, r: str = run.run_id, p: str | None = pub_id) -> None:
             noticed.append(r)
