@@ -645,6 +645,34 @@ def _answer_lost(server: SlackServer, box: Any) -> None:
         box.finish("delivered 1", 1)
 
 
+def test_a_lost_answer_s_lookup_stays_within_the_tick_s_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lost answer's lookup over a slow Slack (9 s a page) in a busy channel stops between pages once the tick's
+    time is spent, leaving the part pending instead of posting it late (a review found a tick reading history for
+    90 s and then posting, past the 60 s Dagster gives it)."""
+    from slack_sdk import WebClient
+
+    from atlasmart_assets.alerts import format as fmt
+    from atlasmart_assets.alerts.delivery import TICK_BUDGET_S, Outbox
+    spent = [0.0]
+    with SlackServer(slow_s=2.5, page_limit=1) as server, dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        _answer_lost(server, Outbox(dg.build_sensor_context(instance=instance, cursor=None), _slack(server), "probe"))
+        for i in range(12):
+            server.accept({"text": f"chatter {i}"})
+        history = WebClient.conversations_history
+
+        def slow(self, **kw):  # noqa: ANN001, ANN003, ANN202 - 9 s an answer, within the client's 10 s
+            spent[0] += 9.0
+            return history(self, **kw)
+
+        monkeypatch.setattr(WebClient, "conversations_history", slow)
+        again = Outbox(dg.build_sensor_context(instance=instance, cursor=None), _slack(server), "probe",
+                       clock=lambda: time.time() + spent[0])
+        assert not again.send("notice", [fmt.Message("the notice", ())], lambda ts: None)
+        assert again.out_of_time and spent[0] <= TICK_BUDGET_S + 9.0, spent
+        assert "pending, posted next tick" in again.finish("delivered 0", 1).skip_message
+    assert [m["text"] for m in server.messages].count("the notice") == 1
+
+
 @pytest.mark.parametrize("history_error", ["ratelimited", "http500", "internal_error"])
 def test_a_lost_answer_is_looked_up_again_next_tick_when_slack_is_busy_never_posted_twice(
         tmp_path: Path, history_error: str) -> None:

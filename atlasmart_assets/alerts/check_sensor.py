@@ -118,7 +118,7 @@ def evaluate(context: dg.SensorEvaluationContext, slack: AtlasSlack, batch: int 
             continue
 
         if not box.send(f"check:{name}:{run_id}", fmt.check_failure(failure, slack.links), commit, thread):
-            context.log.warning(f"check alert for {name} not delivered, retried next tick: {box.error}")
+            context.log.warning(f"check alert for {name} not delivered, retried next tick: {box.why_stopped}")
             break
     for name, recs in records.items():
         entry = state[name]

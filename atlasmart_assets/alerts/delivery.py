@@ -33,6 +33,7 @@ from atlasmart_assets.alerts.common import dump_cursor, load_cursor
 from atlasmart_assets.alerts.slack import (
     AtlasSlack,
     SlackBusy,
+    SlackOutOfTime,
     SlackPostError,
     SlackRateLimited,
     SlackRefusedBlocks,
@@ -186,7 +187,7 @@ class Outbox:
             reply_to = thread_ts or (sent[0] if sent else None)
             part = f"{key}#{i}"
             ts = self._already_posted(part, reply_to)
-            if ts is None and not self.stopped:
+            if ts is None and not self.stopped and self._in_time():
                 ts = self._post(messages[i], reply_to, broadcast and i == 0, part)
             if ts is None:
                 return False
@@ -211,9 +212,12 @@ class Outbox:
             return None
         while self._channel_id:
             try:
-                return self._slack.find_part(part, self._channel_id, unanswered[part] - LOOKBACK_S, thread_ts)
+                return self._slack.find_part(part, self._channel_id, unanswered[part] - LOOKBACK_S, thread_ts,
+                                             self._in_time)
+            except SlackOutOfTime:
+                return None  # out_of_time is set: the part stays pending, looked up again next tick
             except SlackRateLimited as exc:
-                if self._waited(exc):
+                if self._waited(exc) and self._in_time():
                     continue
                 return None
             except SlackBusy as exc:
@@ -257,7 +261,7 @@ class Outbox:
                 self._journal()
                 return None
             except SlackRateLimited as exc:
-                if self._waited(exc):
+                if self._waited(exc) and self._in_time():
                     continue
                 return None
             except SlackRefusedBlocks as exc:
@@ -269,6 +273,8 @@ class Outbox:
                 self._context.log.warning(f"Slack refused a message's blocks ({exc}); sending its text only")
                 note = f"\n(Slack refused this message's detail blocks: {exc}; see the Dagster UI for the rest.)"
                 message = fmt.Message(message.text + note, ())
+                if not self._in_time():
+                    return None
             except SlackPostError as exc:
                 self.error = str(exc)
                 self._journal()

@@ -62,7 +62,7 @@ def evaluate(context: dg.SensorEvaluationContext, slack: AtlasSlack, wh: Warehou
         messages = fmt.stale_flags(stale, READERS_VIEW, "/".join(REVENUE_DAILY), slack.links)
         if not box.send(f"flags:{run_id}:{days[0]}:{days[-1]}", messages, commit, thread,
                         broadcast=thread is not None):
-            context.log.warning(f"stale flag alert for run {run_id} not delivered, retried next tick: {box.error}")
+            context.log.warning(f"stale flag alert for run {run_id} not delivered, retried next tick: {box.why_stopped}")
             break
     return box.finish(f"delivered {box.delivered} stale-flag alert(s); {len(held)} day(s) flagged by {len(by_run)} "
                       f"run(s), {len(pending)} of them left behind for over {bound:g} s and not yet alerted",

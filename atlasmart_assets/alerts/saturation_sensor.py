@@ -138,7 +138,7 @@ def evaluate(context: dg.SensorEvaluationContext, slack: AtlasSlack, wh: Warehou
 
         if not box.send(f"saturation:{inc.incident_id}", message(inc, slack.links), commit, thread,
                         broadcast=thread is not None):
-            context.log.warning(f"saturation alert {inc.incident_id} not delivered, retried next tick: {box.error}")
+            context.log.warning(f"saturation alert {inc.incident_id} not delivered, retried next tick: {box.why_stopped}")
             break
     left = len(pending) - box.delivered - stale
     old = f"; {stale} older than {ALERT_MAX_AGE_S / 3600:g} h left unalerted" if stale else ""

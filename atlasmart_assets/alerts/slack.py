@@ -6,6 +6,7 @@ import math
 import os
 import urllib.parse
 from pathlib import Path
+from typing import Callable
 
 import dagster as dg
 from dagster_slack import SlackResource
@@ -52,6 +53,10 @@ class SlackRateLimited(SlackPostError):
 
 class SlackRefusedBlocks(SlackPostError):
     """Slack refused this message's content (e.g. invalid_blocks); another message would go through."""
+
+
+class SlackOutOfTime(SlackPostError):
+    """The caller's time ran out between two pages of a lookup: ask again later."""
 
 
 class SlackBusy(SlackPostError):
@@ -137,16 +142,19 @@ class AtlasSlack(SlackResource):
             raise SlackPostError(f"Slack answered error={answer.get('error')!r}")
         return str(ts), str(answer.get("channel") or "")
 
-    def find_part(self, part: str, channel_id: str, oldest: float, thread_ts: str | None = None) -> str | None:
+    def find_part(self, part: str, channel_id: str, oldest: float, thread_ts: str | None = None,
+                  in_time: Callable[[], bool] = lambda: True) -> str | None:
         """The `ts` of the message posted as `part` since `oldest` (epoch seconds), if Slack has it: read with
         conversations.history (or .replies, in a thread), page by page, which needs the app's `channels:history`
         scope (`groups:history` for a private channel). Raises SlackRateLimited (429) or SlackBusy (5xx, a
         transient error, no answer) when Slack should be asked again later, SlackPostError when it cannot be
-        asked (e.g. missing_scope, channel_not_found)."""
+        asked (e.g. missing_scope, channel_not_found), SlackOutOfTime when `in_time()` turns false before a page."""
         params: dict[str, object] = {"channel": channel_id, "oldest": f"{oldest:.6f}", "limit": 200,
                                      "include_all_metadata": True}
         client = self.get_client()
         for _page in range(MAX_LOOKUP_PAGES):
+            if not in_time():
+                raise SlackOutOfTime(f"the lookup of {part} ran out of time")
             try:
                 answer = (client.conversations_replies(ts=thread_ts, **params) if thread_ts  # type: ignore[arg-type]
                           else client.conversations_history(**params))  # type: ignore[arg-type]
