@@ -18,6 +18,9 @@ RANGE_START_TAG = "dagster/asset_partition_range_start"
 RANGE_END_TAG = "dagster/asset_partition_range_end"
 PRIORITY_TAG = "dagster/priority"
 REQUESTED_BY_TAG = "atlasmart/requested_by"
+# The most characters a reason (or any tag value an operator gives) may have: it goes into every day's ledger row,
+# the notice, the Slack message and the run's events. A longer one is refused before anything moves.
+REASON_MAX_CHARS = 1000
 # Set by AtlasMart itself (a job's definition, the command line), not by the operator: no notice lists them.
 KIND_TAG = "atlasmart/kind"
 LAUNCHED_FROM_TAG = "atlasmart/launched_from"

@@ -10,7 +10,7 @@ from typing import Any, Mapping, NamedTuple
 
 from atlasmart_assets import deletions, failpoints, partitions, reference, sql
 from atlasmart_assets.alerts.format import window_label
-from atlasmart_assets.contract import CODE_VERSION, FENCE_OVERRIDE_TAG
+from atlasmart_assets.contract import CODE_VERSION, FENCE_OVERRIDE_TAG, REASON_MAX_CHARS
 from atlasmart_assets.progress import Progress
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import FenceRefusal, RunInfo, fence_refusal
@@ -63,7 +63,6 @@ def _targets(wh: Warehouse, window: Window, to_publication: str | None,
     return out, now
 
 
-REASON_MAX_CHARS = 1000
 # Each phase's share of a year's rollback on 2026-12-06 (targets 0.5 s, restore 0.3 s, publish 0.5 s, events
 # 0.8 s), its days' rows pointed at where the version store holds them.
 PHASES = (("targets", 0.24), ("restore", 0.14), ("publish", 0.24))

@@ -16,6 +16,7 @@ from atlasmart_assets.contract import (
     CURRENT_LANE,
     FENCE_OVERRIDE_TAG,
     KIND_TAG,
+    REASON_MAX_CHARS,
     LAUNCHED_FROM_TAG,
     LANE_TAG,
     PARTITION_TAG,
@@ -31,6 +32,24 @@ from atlasmart_assets.window import Window
 
 class FenceRefusal(dg.Failure):
     """A run reached into the partition the current lane owns."""
+
+
+class TagRefusal(dg.Failure):
+    """A run whose reason or another tag value is too long to record."""
+
+
+def tag_refusal(run: RunInfo) -> str | None:
+    """Why a run's reason, override, who asked or own tags cannot be recorded (too long), or None."""
+    given = [(REASON_TAG, run.reason), (FENCE_OVERRIDE_TAG, run.fence_override),
+             (ACCEPT_SHRINK_TAG, run.accept_shrink), (REDERIVE_TAG, run.rederive), ("user", run.requested_by),
+             *run.tags]
+    long = [(tag, len(value)) for tag, value in given if value and len(value) > REASON_MAX_CHARS]
+    if not long:
+        return None
+    tag, n = long[0]
+    return (f"Refused: the tag {shown_id(tag)} is {n:,} characters, past the {REASON_MAX_CHARS:,} a run's reason or "
+            "tag may have (each goes into every day's ledger row, the change notice, the Slack message and the run's "
+            "events). Nothing was written. Say why in short and point to the rest (an incident link, say).")
 
 
 @dataclass(frozen=True)
@@ -100,13 +119,16 @@ class RunScope:
     lane: str
     newest: str
     refusal: str | None
+    tags_refusal: str | None = None
 
     @property
     def is_backfill(self) -> bool:
         return self.run.backfill_id is not None
 
     def enforce_fence(self) -> None:
-        """Refuse, before anything is written, a run the fence does not allow."""
+        """Refuse, before anything is written, a run the fence does not allow (or whose tags cannot be recorded)."""
+        if self.tags_refusal:
+            raise TagRefusal(description=self.tags_refusal)
         if self.refusal:
             raise FenceRefusal(description=self.refusal,
                                metadata={"refused_partitions": [self.newest], "window": str(self.window)})
@@ -121,7 +143,7 @@ def scope_of(run_id: str, tags: Mapping[str, str], partition_keys: Sequence[str]
     run = RunInfo.from_tags(run_id, tags)
     newest = partitions.newest_partition()
     return RunScope(window, run, lane_of(tags), newest,
-                    fence_refusal(window, run.backfill_id, run.fence_override, newest))
+                    fence_refusal(window, run.backfill_id, run.fence_override, newest), tag_refusal(run))
 
 
 def scope_of_context(context: dg.AssetExecutionContext | dg.AssetCheckExecutionContext | dg.OpExecutionContext) -> RunScope:

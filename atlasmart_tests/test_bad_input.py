@@ -462,3 +462,26 @@ def test_an_order_split_by_a_late_batch_is_refused_naming_both_files(env, instan
     text = state.failure_text(result)
     assert f"order {order} of {day} has lines of customers" in text and str(first) in text and str(late) in text, text
     assert state.snapshot(env) == before
+
+
+@pytest.mark.parametrize("tag", ["atlasmart/reason", "atlasmart/fence_override", "ticket"])
+def test_a_run_whose_reason_or_tag_is_too_long_to_record_is_refused_before_anything_moves(env, instance, published,
+                                                                                      tag) -> None:
+    """A reason (or an override, or an operator's own tag) goes into every day's ledger row, the notice, Slack and
+    the events: past REASON_MAX_CHARS the run is refused before anything is written, as a rollback's reason is, and
+    Slack shows it cut. A review found a 240,000-character reason stored whole on each day of the backfill."""
+    from atlasmart_assets.alerts import format as fmt
+    from atlasmart_assets.contract import REASON_MAX_CHARS
+    published(("2026-09-18", "2026-09-20"))
+    before = state.snapshot(env)
+    value = "see incident " * 20_000 + "end"
+    result = run_chain(instance, "2026-09-18", "2026-09-20", {"dagster/backfill": "bf-long", tag: value})
+    assert not result.success
+    text = state.failure_text(result)
+    assert f"is {len(value):,} characters, past the {REASON_MAX_CHARS:,}" in text and "Nothing was written" in text
+    assert state.snapshot(env) == before
+    started = fmt.backfill_started(fmt.Backfill("bf-long", "2026-09-18..2026-09-20", ["mart/revenue_daily"], value,
+                                                None), fmt.Links("http://localhost:3000"), "mart/revenue_daily")
+    assert len(started) == 1 and f"({len(value):,} characters)" in json.dumps(started[0].blocks)
+    assert run_chain(instance, "2026-09-18", "2026-09-20",
+                     {"dagster/backfill": "bf-short", tag: value[:REASON_MAX_CHARS]}).success

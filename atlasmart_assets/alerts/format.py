@@ -17,7 +17,7 @@ from decimal import Decimal
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from atlasmart_assets.contract import SHOWN_ID_CHARS, shown_id
+from atlasmart_assets.contract import REASON_MAX_CHARS, SHOWN_ID_CHARS, shown_id
 from atlasmart_assets.extracts import CONTROL_NAMES
 
 SECTION_CHARS = 3000
@@ -159,8 +159,12 @@ def esc(value: object) -> str:
 
 
 def one_line(value: object) -> str:
-    """A single-line field: whitespace (newlines included) collapsed, then escaped."""
-    return esc(" ".join(str(value).split()))
+    """A single-line field: whitespace (newlines included) collapsed, cut past REASON_MAX_CHARS (a run is refused
+    with a longer reason or tag, but its "in progress" message goes out before), then escaped."""
+    text = " ".join(str(value).split())
+    if len(text) > REASON_MAX_CHARS:
+        text = f"{text[:REASON_MAX_CHARS]}… ({len(text):,} characters)"
+    return esc(text)
 
 
 def _code(value: object) -> str:
