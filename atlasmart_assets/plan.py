@@ -15,7 +15,7 @@ from atlasmart_assets.alerts.format import md
 from atlasmart_assets.event_budget import bounded_figures, cut_text, encoded_size
 from atlasmart_assets.progress import Cost, Progress
 from atlasmart_assets.resources import Warehouse
-from atlasmart_assets.scope import fence_refusal
+from atlasmart_assets.scope import RunInfo, fence_refusal, tag_refusal
 from atlasmart_assets.warehouse import ledger
 from atlasmart_assets.warehouse.connection import LockStats
 from atlasmart_assets.window import Window
@@ -154,8 +154,10 @@ def make(wh: Warehouse, graph: Any, start: str, end: str | None = None,
     window = Window.of(start, end)
     progress = progress or Progress(None, header(start, end), PHASES)
     newest = partitions.newest_partition()
-    refusal = fence_refusal(window, "(planned)" if backfill else None, fence_override, newest)
-    refused = [newest] if refusal else []
+    too_long = tag_refusal(RunInfo("(planned)", fence_override=fence_override))
+    refusal = too_long or fence_refusal(window, "(planned)" if backfill else None, fence_override, newest)
+    # An override too long to record refuses the whole backfill, as it would refuse the run.
+    refused = window.keys if too_long else [newest] if refusal else []
     scope = [k for k in window.keys if k not in refused]
     before = window.start - dt.timedelta(days=1)
     after = window.end + dt.timedelta(days=1)
@@ -190,7 +192,8 @@ def markdown(plan: Plan, max_bytes: int | None = None) -> str:
     cut = (lambda text: cut_text(text, 2000)) if max_bytes is not None else (lambda text: text)
     head = [f"**Backfill plan {plan.requested}** — in scope: {len(plan.in_scope)} partitions"]
     if plan.refused:
-        head.append(cut(f"\n:no_entry: refused by the fence: {', '.join(plan.refused)} — {plan.refusal}"))
+        what = "refused by the fence" if plan.refused == [partitions.newest_partition()] else "refused"
+        head.append(cut(f"\n:no_entry: {what}: {', '.join(plan.refused)} — {plan.refusal}"))
     head.append(f"\nAssets the correction reaches: {', '.join(plan.assets)}")
     if plan.stale:
         head.append(cut("\nStale in this window (evidence changed since publication): " +

@@ -13,7 +13,7 @@ from atlasmart_assets.alerts.format import window_label
 from atlasmart_assets.contract import CODE_VERSION, FENCE_OVERRIDE_TAG, REASON_MAX_CHARS
 from atlasmart_assets.progress import Progress
 from atlasmart_assets.resources import Warehouse
-from atlasmart_assets.scope import FenceRefusal, RunInfo, fence_refusal
+from atlasmart_assets.scope import FenceRefusal, RunInfo, TagRefusal, fence_refusal, tag_refusal
 from atlasmart_assets.warehouse.connection import GiveWay, LockStats
 from atlasmart_assets.warehouse import ledger
 from atlasmart_assets.warehouse.ledger import Publication
@@ -147,6 +147,9 @@ def _rollback(wh: Warehouse, start: str, end: str | None, run: RunInfo, to_publi
         raise ValueError(f"a rollback's reason is {len(reason):,} characters, past the {REASON_MAX_CHARS:,} it may "
                          "have (it goes into the ledger, the notice, the Slack message and the run's events): say "
                          "why in short and point to the rest (an incident link, say)")
+    too_long = tag_refusal(run)  # the override, who asked, the operator's own tags: recorded as a backfill's are
+    if too_long:
+        raise TagRefusal(description=too_long)
     window = Window.of(start, end)
     # The newest partition is the current lane's: a rollback reaching it from an earlier day is a correction of it
     # by another name, refused as a backfill's is unless the run carries an override reason.

@@ -334,3 +334,12 @@ def test_a_large_amount_is_shown_as_it_reads_not_with_its_binary_error() -> None
     from atlasmart_assets.assets.common import controls_md
     table = controls_md([1, 1, 1, 686433675450.49, 0, 0], [1, 1, 1, 686433675453.56, 0, 0]).value
     assert "| +3.07 |" in table and "3.0701" not in table, table
+
+
+def test_a_check_alert_shows_a_figure_line_past_a_thousand_characters_whole() -> None:
+    """Only reasons and tags are cut (a run is refused with a longer one); a check's figures never are (a review
+    found 200 line ids cut at the thousandth character when the cut was put in every single-line field)."""
+    ids = [f"L-{i:06d}" for i in range(200)]
+    failure = fmt.CheckFailure("fact/fct_order_lines", "fct_order_lines_line_id_unique", "ERROR", True,
+                               ["2026-09-20"], "2026-09-20", "line ids on two days", {"line_ids": ids}, "run-1")
+    assert ids[-1] in _shown(fmt.check_failure(failure, LINKS))

@@ -187,3 +187,16 @@ def test_the_plan_command_writes_its_chart(env, published, tmp_path, capsys) -> 
     assert cli.main(["plan", "--from", "2026-09-19", "--to", "2026-09-20", "--png", str(out)]) == 0
     assert out.read_bytes().startswith(b"\x89PNG")
     assert "Backfill plan 2026-09-19..2026-09-20" in capsys.readouterr().out
+
+
+def test_a_plan_with_an_override_too_long_to_record_says_the_backfill_is_refused(env, published) -> None:
+    """The plan uses the run's decisions: an override past REASON_MAX_CHARS refuses the whole backfill, as it would
+    refuse the run (a review found the plan put every day in scope)."""
+    from atlasmart_assets.contract import REASON_MAX_CHARS
+    published(("2026-09-18", "2026-09-20"), ("2026-09-21", None))
+    p = plan.make(Warehouse(), asset_graph(), "2026-09-20", "2026-09-21", ["raw/order_lines"],
+                  fence_override="x" * (REASON_MAX_CHARS + 1), with_impact=False)
+    assert p.in_scope == [] and p.refused == ["2026-09-20", "2026-09-21"] and "past the 1,000" in (p.refusal or "")
+    assert ":no_entry: refused: 2026-09-20, 2026-09-21" in plan.markdown(p)
+    fenced = plan.make(Warehouse(), asset_graph(), "2026-09-20", "2026-09-21", ["raw/order_lines"], with_impact=False)
+    assert ":no_entry: refused by the fence: 2026-09-21" in plan.markdown(fenced)

@@ -830,3 +830,23 @@ def test_a_rollback_reaching_the_newest_partition_from_an_earlier_day_is_fenced(
     assert [r[0] for r in state.table_rows(env, "(select fence_override, kind from audit.publications)",
                                            "kind = 'rollback'")] == ["today's load was wrong too"] * 2
     assert cli.main(["rollback", "--from", "2026-09-21", "--reason", "the newest alone"]) == 0
+
+
+@pytest.mark.parametrize("flag", ["--fence-override", "--requested-by"])
+def test_a_rollback_whose_override_or_who_asked_is_too_long_to_record_is_refused_before_anything_moves(
+        env, instance, published, capsys, flag) -> None:
+    """A rollback's override and who asked go into every restored day's ledger row and its notice, as a backfill's
+    do: past REASON_MAX_CHARS it is refused before anything moves (a review found 260,003 characters stored twice)."""
+    from atlasmart_assets.contract import REASON_MAX_CHARS
+    published(("2026-09-20", None), ("2026-09-21", None))
+    assert run_chain(instance, "2026-09-20", "2026-09-20", {"dagster/backfill": "bf-again"}).success
+    assert run_chain(instance, "2026-09-21").success
+    before = state.snapshot(env)
+    value = "see incident " * 20_000 + "end"
+    capsys.readouterr()
+    code = cli.main(["rollback", "--from", "2026-09-20", "--to", "2026-09-21", "--reason", "undo",
+                     "--fence-override", value if flag == "--fence-override" else "today's load was wrong too",
+                     *([flag, value] if flag == "--requested-by" else [])])
+    err = capsys.readouterr().err
+    assert code == 2 and f"past the {REASON_MAX_CHARS:,}" in err, err
+    assert state.snapshot(env) == before

@@ -159,8 +159,13 @@ def esc(value: object) -> str:
 
 
 def one_line(value: object) -> str:
-    """A single-line field: whitespace (newlines included) collapsed, cut past REASON_MAX_CHARS (a run is refused
-    with a longer reason or tag, but its "in progress" message goes out before), then escaped."""
+    """A single-line field: whitespace (newlines included) collapsed, then escaped."""
+    return esc(" ".join(str(value).split()))
+
+
+def tag_value(value: object) -> str:
+    """A reason, who asked or a tag as one line, cut past REASON_MAX_CHARS: a run is refused with a longer one, but
+    its "in progress" message goes out before. Figures and descriptions are never cut (one_line)."""
     text = " ".join(str(value).split())
     if len(text) > REASON_MAX_CHARS:
         text = f"{text[:REASON_MAX_CHARS]}… ({len(text):,} characters)"
@@ -384,8 +389,8 @@ def visible_tags(tags: Mapping[str, str], hidden: Iterable[str] = ()) -> dict[st
 def requested_by(user: str | None, reason: str | None) -> str:
     """Who asked: the user tag when there is one, else the reason the request carries."""
     if user:
-        return one_line(user)
-    return f"no user tag — reason: {one_line(reason)}" if reason else "no user tag, no reason"
+        return tag_value(user)
+    return f"no user tag — reason: {tag_value(reason)}" if reason else "no user tag, no reason"
 
 
 # --- blocks ---------------------------------------------------------------------------------------------------
@@ -524,7 +529,7 @@ def run_failure(f: RunFailure, links: Links) -> list[Message]:
              ("Run", link(links.run(f.run_id), f.run_id[:8]))]
     if f.backfill_id:
         pairs.append(("Backfill", backfill_link(links, f.backfill_id)))
-        pairs.append(("Reason", one_line(f.reason) if f.reason else NO_REASON))
+        pairs.append(("Reason", tag_value(f.reason) if f.reason else NO_REASON))
     blocks: list[Block] = [_section(f":x: *Run failed* — {assets}{job}"), *_fields(pairs)]
     for e in f.errors:
         step = f"*Step* `{esc(e.step)}`" + (f" ({', '.join(esc(a) for a in e.assets)})" if e.assets else "")
@@ -539,10 +544,10 @@ def run_failure(f: RunFailure, links: Links) -> list[Message]:
 
 def _backfill_pairs(b: Backfill) -> list[tuple[str, str]]:
     pairs = [("Assets", ", ".join(f"`{esc(a)}`" for a in b.assets) or "all selected"),
-             ("Reason", one_line(b.reason) if b.reason else NO_REASON),
+             ("Reason", tag_value(b.reason) if b.reason else NO_REASON),
              ("Requested by", requested_by(b.requested_by, b.reason))]
     if b.tags:
-        pairs.append(("Tags", ", ".join(one_line(f"{k}={v}") for k, v in sorted(b.tags.items()))))
+        pairs.append(("Tags", ", ".join(tag_value(f"{k}={v}") for k, v in sorted(b.tags.items()))))
     return pairs
 
 
@@ -556,7 +561,7 @@ def backfill_started(b: Backfill, links: Links, readers_view: str) -> list[Messa
               *_context([f"Readers see `correction_in_progress` on `{esc(readers_view)}` for these days until it "
                          "publishes. Follow-ups of this backfill are replies in this thread."])]
     fallback = [f"Correction in progress — backfill {one_line(shown_id(b.backfill_id))} over {esc(b.window)}",
-                f"Reason: {one_line(b.reason) if b.reason else NO_REASON}",
+                f"Reason: {tag_value(b.reason) if b.reason else NO_REASON}",
                 f"Requested by: {requested_by(b.requested_by, b.reason)}"]
     return _messages(fallback, blocks)
 
@@ -574,7 +579,7 @@ def backfill_failed(b: Backfill, status: str, links: Links,
         head = (f":x: *Correction failed* — {_backfill_link(b, links)} over *{esc(b.window)}* ended {esc(status)}; "
                 "nothing of a failed run was published (the previous publication stays current)")
     runs = [link(links.run(r), r[:8]) for r in b.run_ids]
-    pairs = [("Reason", one_line(b.reason) if b.reason else NO_REASON), ("Requested by", requested_by(b.requested_by, b.reason))]
+    pairs = [("Reason", tag_value(b.reason) if b.reason else NO_REASON), ("Requested by", requested_by(b.requested_by, b.reason))]
     blocks = [_section(head), *_fields(pairs), *(_sections([f"*Runs:* {', '.join(runs)}"]) if runs else [])]
     fallback = [("Correction published, then failed" if published else "Correction failed") +
                 f" — backfill {one_line(shown_id(b.backfill_id))} over {esc(b.window)} ended {esc(status)}",
@@ -644,7 +649,7 @@ def rolled_back(run_id: str, reason: str | None, changes: Sequence[PartitionChan
     undone_text = ", ".join(backfill_link(links, b) for b in undone) or "an earlier publication"
     head = (f":rewind: *Rolled back* {esc(window)} — undoes {undone_text}; the previous publication is current "
             "again")
-    blocks: list[Block] = [_section(head), *_fields([("Reason", one_line(reason) if reason else NO_REASON),
+    blocks: list[Block] = [_section(head), *_fields([("Reason", tag_value(reason) if reason else NO_REASON),
                                                      ("Requested by", requested_by(user, reason)),
                                                      ("Run", link(links.run(run_id), run_id[:8]))])]
     if changes:
@@ -653,7 +658,7 @@ def rolled_back(run_id: str, reason: str | None, changes: Sequence[PartitionChan
         blocks += _context([_notice_line(notice)])
     undone_plain = ", ".join(one_line(b) for b in undone) or "an earlier publication"
     fallback = [f"Rolled back {esc(window)} — undoes {undone_plain}",
-                f"Reason: {one_line(reason) if reason else NO_REASON}", f"Requested by: {requested_by(user, reason)}",
+                f"Reason: {tag_value(reason) if reason else NO_REASON}", f"Requested by: {requested_by(user, reason)}",
                 f"Run: {links.run(run_id)}"]
     return _messages(fallback, blocks)
 
@@ -759,7 +764,7 @@ def stale_flags(f: StaleFlag, view: str, asset: str, links: Links) -> list[Messa
                                                                         "(ATLASMART_FLAG_ALERT_AFTER_S)")]
     if f.backfill_id:
         pairs.append(("Backfill", backfill_link(links, f.backfill_id)))
-    pairs.append(("Reason", one_line(f.reason) if f.reason else NO_REASON))
+    pairs.append(("Reason", tag_value(f.reason) if f.reason else NO_REASON))
     blocks: list[Block] = [_section(head), *_fields(pairs),
                            *_sections(["Nothing is correcting these days: readers see a correction in progress that is "
                                        "not happening. The sensor `atlasmart_clear_correction_flags` clears the flags "
