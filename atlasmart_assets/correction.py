@@ -24,6 +24,8 @@ STAGED_UNIQUE = "staged_order_lines_line_id_unique"
 CANDIDATE_UNIQUE = "fct_order_lines_candidate_line_id_unique"
 CONTROLS_MATCH_RAW = "fct_order_lines_controls_match_raw_manifest"
 ROW_COUNT_UNCHANGED = "fct_order_lines_row_count_unchanged"
+# Checks whose failure is a WARN for a person to read, never a refusal of the publish.
+WARN_ONLY = frozenset({ROW_COUNT_UNCHANGED})
 ROW_DELTA = "fct_order_lines_row_delta_within_bounds"
 MART_MATCHES_FACT = "revenue_daily_candidate_totals_match_fact"
 UNIQUE_ACROSS_DAYS = "fct_order_lines_line_id_unique_across_days"

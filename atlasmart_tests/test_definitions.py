@@ -97,3 +97,29 @@ def test_the_shipped_instance_has_the_two_lanes_and_no_first_visit_prompt(tmp_pa
         limits = instance.get_settings("concurrency")["runs"]["tag_concurrency_limits"]
         assert {"key": "dagster/backfill", "limit": 1} in limits
         assert {"key": "atlasmart/lane", "value": "current", "limit": 2} in limits
+
+
+def test_each_tables_column_schema_is_the_tables_columns(env, instance) -> None:  # noqa: ANN001
+    """The column schema the UI shows for each table is the table's columns, in order (a review found raw's
+    missing `op`, the column that marks a retraction)."""
+    import duckdb
+
+    from atlasmart_assets.lab import run_chain
+    assert run_chain(instance, "2026-09-20").success
+    graph = defs.resolve_asset_graph()
+    with duckdb.connect(str(env.warehouse_path), read_only=True) as con:
+        for key in graph.get_all_asset_keys():
+            table = graph.get(key).metadata.get("dagster/table_name")
+            if table:
+                declared = [c.name for c in graph.get(key).metadata["dagster/column_schema"].columns]
+                real = [row[0] for row in con.execute(f"describe {table}").fetchall()]
+                assert declared == real, (table, declared, real)
+
+
+def test_a_check_is_labelled_blocking_exactly_when_its_failure_refuses_the_publish() -> None:
+    """The WARN-only check (rows changed: a change for a person to read) is not labelled blocking in the UI; every
+    other correction check is (a review found the WARN one labelled blocking)."""
+    from atlasmart_assets import correction
+    graph = defs.resolve_asset_graph()
+    blocking = {k.name: graph.get_check_spec(k).blocking for k in graph.asset_check_keys if k.name in correction.CHECKS}
+    assert blocking == {name: name != correction.ROW_COUNT_UNCHANGED for name in correction.CHECKS}

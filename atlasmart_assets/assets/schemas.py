@@ -55,6 +55,7 @@ RAW_SCHEMA = dg.TableSchema(columns=[
     dg.TableColumn("event_time", "timestamp"),
     dg.TableColumn("source_sequence", "bigint", "The source's sequence number of this record."),
     dg.TableColumn("extraction_batch", "varchar", "The landing batch the record came in."),
+    dg.TableColumn("op", "varchar", "'delete' for a record that retracts its line_id, else null."),
 ])
 
 CUSTOMERS_SCHEMA = dg.TableSchema(columns=[
