@@ -54,6 +54,7 @@ CONTROL_NAMES = ("lines", "orders", "units", "gmv", "cost", "gross_profit")
 # Asset keys.
 RAW_ORDER_LINES = ("raw", "order_lines")
 RAW_CUSTOMERS = ("raw", "customers")
+LANDING_BATCHES = ("raw", "landing_batches")
 STAGED_ORDER_LINES = ("staged", "order_lines")
 FCT_ORDER_LINES = ("fact", "fct_order_lines")
 REVENUE_DAILY = ("mart", "revenue_daily")

@@ -9,9 +9,10 @@ import os
 
 import dagster as dg
 
-from atlasmart_assets import partitions, settings
-from atlasmart_assets.contract import CURRENT_LANE_TAGS, PARTITION_TAG, REVENUE_DAILY
-from atlasmart_assets.jobs import daily_job
+from atlasmart_assets import partitions, raw_files, settings
+from atlasmart_assets.contract import CURRENT_LANE_TAGS, LANDING_BATCHES, PARTITION_TAG, REVENUE_DAILY
+from atlasmart_assets.assets.raw import observed_versions
+from atlasmart_assets.jobs import daily_job, observe_landing_job
 from atlasmart_assets.resources import WAREHOUSE_KEY, Warehouse
 
 CATCH_UP = "atlasmart_newest_partition_catch_up"
@@ -63,17 +64,39 @@ def catch_up(context: dg.SensorEvaluationContext, warehouse: Warehouse) -> dg.Ru
     busy = context.instance.get_runs(dg.RunsFilter(tags={PARTITION_TAG: day}, statuses=IN_FLIGHT), limit=1)
     if busy:
         return dg.SkipReason(f"run {busy[0].run_id} of {day} is in flight")
+    waiting = _observe_first(context.instance, warehouse, day)
+    if waiting is not None:
+        return waiting
     tried = context.instance.get_runs(dg.RunsFilter(tags={"dagster/sensor_name": CATCH_UP, PARTITION_TAG: day}),
                                       limit=1)
     if tried:
         return dg.SkipReason(f"catch-up run {tried[0].run_id} of {day} ended {tried[0].status.value}; not retried "
                              f"here: the daily schedule retries at {SCHEDULE_HOUR:02d}:00 UTC, or materialize the day "
                              "from the UI")
-    return dg.RunRequest(partition_key=day, run_key=f"catch-up-{day}",
+    return dg.RunRequest(partition_key=day, run_key=f"catch-up-{day}", job_name=daily_job.name,
                          tags={**CURRENT_LANE_TAGS, TRIGGER_TAG: "catch_up"})
 
 
-@dg.sensor(name=CATCH_UP, job=daily_job, minimum_interval_seconds=settings.load().sensor_interval_s,
+def _observe_first(instance: dg.DagsterInstance, wh: Warehouse, day: str) -> dg.RunRequest | dg.SkipReason | None:
+    """Before the day's load, the observation of its landing batches (and of every other day's not observed yet):
+    a day loaded before its first observation has no earlier version to compare a late batch's with, so the UI
+    never shows it 'upstream changed' (found by a review: on a fresh deployment the catch-up ran before the
+    observation schedule's first tick). None when the day's batch set on disk is observed, or its observation run
+    ended without observing it (the load does not wait on it: the schedule observes again)."""
+    version = raw_files.batch_set_version(wh.settings.raw_dir, day)
+    if version is None or observed_versions(instance, dg.AssetKey(list(LANDING_BATCHES)), {day}).get(day) == version:
+        return None
+    run_key = f"observe-before-catch-up-{day}-{version}"
+    [tried] = instance.get_runs(dg.RunsFilter(tags={"dagster/run_key": run_key}), limit=1) or [None]
+    if tried is None:
+        return dg.RunRequest(run_key=run_key, job_name=observe_landing_job.name, tags={TRIGGER_TAG: "catch_up"})
+    if not tried.is_finished:
+        return dg.SkipReason(f"observing the landing batches of {day} first (run {tried.run_id}), so a later batch "
+                             "shows its partitions 'upstream changed'")
+    return None
+
+
+@dg.sensor(name=CATCH_UP, jobs=[daily_job, observe_landing_job], minimum_interval_seconds=settings.load().sensor_interval_s,
            default_status=dg.DefaultSensorStatus.RUNNING,
            required_resource_keys={WAREHOUSE_KEY},
            description="Materializes the newest closed day in the current lane (atlasmart/lane=current, priority 10) "

@@ -5,6 +5,7 @@ dagster.yaml, a copy of the shipped raw) in which the test launches nothing and 
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import shutil
 import time
@@ -29,7 +30,32 @@ def _tick(instance: dg.DagsterInstance) -> dg.SensorExecutionData:
     return defs.get_sensor_def(CATCH_UP).evaluate_tick(ctx)
 
 
+def _observe(instance: dg.DagsterInstance) -> None:
+    assert defs.resolve_job_def("observe_landing_batches").execute_in_process(instance=instance).success
+
+
+def test_catch_up_observes_the_landing_batches_before_it_loads_the_newest_day(env, instance) -> None:
+    """A day loaded before its first observation never shows 'upstream changed' in the UI (it has no earlier
+    version to compare a late batch's with): the catch-up first requests the observation job, then the day (a
+    review found the catch-up ran before the observation schedule's first tick on every fresh deployment)."""
+    from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
+    from dagster._core.loader import LoadingContextForTest
+
+    from atlasmart_assets import generate
+    [observe] = _tick(instance).run_requests
+    assert observe.job_name == "observe_landing_batches" and observe.partition_key is None
+    _observe(instance)
+    [load] = _tick(instance).run_requests
+    assert load.job_name == "atlasmart_daily" and load.partition_key == NEWEST
+    assert run_chain(instance, NEWEST, tags=dict(CURRENT_LANE_TAGS)).success
+    generate.late_delta(env.raw_dir, dt.date.fromisoformat(NEWEST), f"B-{NEWEST}-02")
+    _observe(instance)
+    resolver = CachingStaleStatusResolver(instance, defs.resolve_asset_graph(), LoadingContextForTest(instance))
+    assert resolver.get_status(dg.AssetKey(["raw", "order_lines"]), NEWEST) == StaleStatus.STALE
+
+
 def test_catch_up_requests_the_newest_day_in_the_current_lane_once(env, instance) -> None:
+    _observe(instance)
     [request] = _tick(instance).run_requests
     assert request.partition_key == NEWEST and request.run_key == f"catch-up-{NEWEST}"
     assert {k: request.tags[k] for k in CURRENT_LANE_TAGS} == CURRENT_LANE_TAGS
@@ -49,6 +75,7 @@ def test_catch_up_waits_for_raw_evidence_and_says_so(env, instance) -> None:
 
 def test_catch_up_does_not_retry_its_own_failed_run(env, instance) -> None:
     (env.raw_dir / f"partition={NEWEST}.json").write_text("{not json")
+    _observe(instance)
     result = run_chain(instance, NEWEST, tags={**CURRENT_LANE_TAGS, "dagster/sensor_name": CATCH_UP})
     assert not result.success
     tick = _tick(instance)
