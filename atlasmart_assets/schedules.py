@@ -10,7 +10,7 @@ import os
 import dagster as dg
 
 from atlasmart_assets import partitions, raw_files, settings
-from atlasmart_assets.contract import CURRENT_LANE_TAGS, LANDING_BATCHES, PARTITION_TAG, REVENUE_DAILY
+from atlasmart_assets.contract import CURRENT_LANE_TAGS, LANDING_BATCHES, PARTITION_TAG, PRIORITY_TAG, REVENUE_DAILY
 from atlasmart_assets.assets.raw import observed_versions
 from atlasmart_assets.jobs import daily_job, observe_landing_job
 from atlasmart_assets.resources import WAREHOUSE_KEY, Warehouse
@@ -88,11 +88,16 @@ def _observe_first(instance: dg.DagsterInstance, wh: Warehouse, day: str) -> dg.
         return None
     run_key = f"observe-before-catch-up-{day}-{version}"
     [tried] = instance.get_runs(dg.RunsFilter(tags={"dagster/run_key": run_key}), limit=1) or [None]
+    # Another observation in flight (the schedule's) observes the day too: wait for it rather than run a second.
+    [observing] = [tried] if tried is not None and not tried.is_finished else instance.get_runs(
+        dg.RunsFilter(job_name=observe_landing_job.name, statuses=IN_FLIGHT), limit=1) or [None]
+    if observing is not None:
+        return dg.SkipReason(f"observing the landing batches of {day} first (run {observing.run_id}), so a later "
+                             "batch shows its partitions 'upstream changed'")
     if tried is None:
-        return dg.RunRequest(run_key=run_key, job_name=observe_landing_job.name, tags={TRIGGER_TAG: "catch_up"})
-    if not tried.is_finished:
-        return dg.SkipReason(f"observing the landing batches of {day} first (run {tried.run_id}), so a later batch "
-                             "shows its partitions 'upstream changed'")
+        # Today's load waits on it: dequeued as the current lane is, before backfill runs (not in the lane's slots).
+        return dg.RunRequest(run_key=run_key, job_name=observe_landing_job.name,
+                             tags={TRIGGER_TAG: "catch_up", PRIORITY_TAG: CURRENT_LANE_TAGS[PRIORITY_TAG]})
     return None
 
 

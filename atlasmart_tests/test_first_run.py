@@ -114,3 +114,19 @@ def test_a_fresh_deployment_publishes_the_newest_day_without_a_launch(tmp_path: 
     assert json.loads(extract.read_text())["controls"] == pytest.approx([manifest[c] for c in CONTROL_NAMES])
     assert (data / "notices").is_dir() and list((data / "notices").glob("pub-*.md")), "its notice, without Slack"
     print(f"\n[first run] newest day {NEWEST} published {elapsed:.0f}s after the deployment started")
+
+
+def test_the_catch_up_s_observation_waits_for_one_in_flight_and_is_dequeued_before_backfill_runs(env, instance) -> None:
+    """An observation already in flight (the schedule's) is waited for, not doubled (each would write a year of
+    observations on a fresh deployment); the one the catch-up launches carries the current lane's priority, since
+    today's load waits on it (a review found it behind backfill runs in a full queue)."""
+    import uuid
+
+    from atlasmart_assets.contract import PRIORITY_TAG
+    [observe] = _tick(instance).run_requests
+    assert observe.tags[PRIORITY_TAG] == CURRENT_LANE_TAGS[PRIORITY_TAG] and "atlasmart/lane" not in observe.tags
+    instance.add_run(dg.DagsterRun(job_name="observe_landing_batches", run_id=str(uuid.uuid4()),
+                                   tags={"dagster/schedule_name": "atlasmart_observe_landing_batches"},
+                                   status=dg.DagsterRunStatus.STARTED))
+    tick = _tick(instance)
+    assert not tick.run_requests and "observing the landing batches of 2026-09-21 first" in tick.skip_message
