@@ -87,21 +87,21 @@ def _observe_first(instance: dg.DagsterInstance, wh: Warehouse, day: str) -> dg.
     if version is None or observed_versions(instance, dg.AssetKey(list(LANDING_BATCHES)), {day}).get(day) == version:
         return None
     run_key = f"observe-before-catch-up-{day}-{version}"
-    [tried] = instance.get_runs(dg.RunsFilter(tags={"dagster/run_key": run_key}), limit=1) or [None]
-    # Another observation in flight (the schedule's) observes the day too: wait for it rather than run a second.
-    [observing] = [tried] if tried is not None and not tried.is_finished else instance.get_runs(
-        dg.RunsFilter(job_name=observe_landing_job.name, statuses=IN_FLIGHT), limit=1) or [None]
-    if observing is not None:
-        return dg.SkipReason(f"observing the landing batches of {day} first (run {observing.run_id}), so a later "
+    tried = instance.get_runs(dg.RunsFilter(tags={"dagster/run_key": run_key}), limit=1)
+    # Any observation in flight (ours, or the schedule's) observes the day: wait for it rather than run a second.
+    observing = instance.get_runs(dg.RunsFilter(job_name=observe_landing_job.name, statuses=IN_FLIGHT), limit=1)
+    if observing:
+        return dg.SkipReason(f"observing the landing batches of {day} first (run {observing[0].run_id}), so a later "
                              "batch shows its partitions 'upstream changed'")
-    if tried is None:
+    if not tried:
         # Today's load waits on it: dequeued as the current lane is, before backfill runs (not in the lane's slots).
         return dg.RunRequest(run_key=run_key, job_name=observe_landing_job.name,
                              tags={TRIGGER_TAG: "catch_up", PRIORITY_TAG: CURRENT_LANE_TAGS[PRIORITY_TAG]})
     return None
 
 
-@dg.sensor(name=CATCH_UP, jobs=[daily_job, observe_landing_job], minimum_interval_seconds=settings.load().sensor_interval_s,
+@dg.sensor(name=CATCH_UP, jobs=[daily_job, observe_landing_job],
+           minimum_interval_seconds=settings.load().sensor_interval_s,
            default_status=dg.DefaultSensorStatus.RUNNING,
            required_resource_keys={WAREHOUSE_KEY},
            description="Materializes the newest closed day in the current lane (atlasmart/lane=current, priority 10) "

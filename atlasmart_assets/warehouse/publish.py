@@ -10,7 +10,7 @@ import json
 import shutil
 import time
 from pathlib import Path
-from typing import Callable, Collection, Iterator
+from typing import Callable, Collection, Iterable, Iterator
 
 import duckdb
 import pandas as pd
@@ -93,6 +93,13 @@ def _requests_of(cand: Current | DayCandidate) -> set[str]:
     return set(cand.requests_applied) | set(cand.requests_named or ())
 
 
+def _requests_named(found: Iterable[Iterable[str]]) -> str:
+    """The request ids found (per day), each once, the first few named and cut, the rest counted."""
+    requests = sorted({r for day in found for r in day})
+    shown = ", ".join(repr(r[:SHOWN_ID_CHARS]) for r in requests[:SHOWN_LINE_IDS])
+    return shown + (f" and {len(requests) - SHOWN_LINE_IDS} more" if len(requests) > SHOWN_LINE_IDS else "")
+
+
 def _refuse_if_requests_unseen(before: dict[str, Current], loaded: Collection[str]) -> None:
     """Refuse when a day's current version applied, or was built under, a deletion request this run did not load: a
     run that loaded its requests later published it since, and this run's candidate would publish the subject's
@@ -102,12 +109,10 @@ def _refuse_if_requests_unseen(before: dict[str, Current], loaded: Collection[st
     unseen = {d: sorted(_requests_of(c) - known) for d, c in sorted(before.items())}
     unseen = {d: r for d, r in unseen.items() if r}
     if unseen:
-        requests = sorted({r for found in unseen.values() for r in found})
-        shown = ", ".join(repr(r[:SHOWN_ID_CHARS]) for r in requests[:SHOWN_LINE_IDS])
-        more = f" and {len(requests) - SHOWN_LINE_IDS} more" if len(requests) > SHOWN_LINE_IDS else ""
         raise PublishConflict(f"partitions {window_label(sorted(unseen))} were published since this run loaded its "
-                              f"deletion requests, applying {shown}{more}, which it did not load: its candidate "
-                              "would publish their subject again; nothing was published, re-run to apply them")
+                              f"deletion requests, applying {_requests_named(unseen.values())}, which it did not load: "
+                              "its candidate would publish their subject again; nothing was published, re-run to "
+                              "apply them")
 
 
 def _erasing(con: duckdb.DuckDBPyConnection, pub_id: str, before: dict[str, Current],
@@ -526,12 +531,9 @@ def _refuse_subject_lines(con: duckdb.DuckDBPyConnection, window: Window, deleti
     finally:
         con.unregister("restore_deletion_keys")
     if held:
-        requests = sorted({r for found in held.values() for r in found})
-        shown = ", ".join(repr(r[:SHOWN_ID_CHARS]) for r in requests[:SHOWN_LINE_IDS])
-        more = f" and {len(requests) - SHOWN_LINE_IDS} more" if len(requests) > SHOWN_LINE_IDS else ""
         lines = sum(n for found in held.values() for n in found.values())
         raise ValueError(f"cannot roll back {window}: the versions to restore of {window_label(sorted(held))} hold "
-                         f"{lines} line(s) that deletion request(s) {shown}{more} name (published before the request; "
+                         f"{lines} line(s) that deletion request(s) {_requests_named(held.values())} name (published before the request; "
                          "no build of these days has applied it since). Backfill these days first: the build applies "
                          "the request and erases such versions; a rollback never publishes a suppressed subject again")
 
