@@ -58,7 +58,8 @@ CHANNEL_KEY = "atlasmart/alerts/channel_id"
 LOOKBACK_S = 120.0
 # A tick stops posting after this long and leaves the rest to the next: Dagster gives a sensor's evaluation 60 s
 # (DAGSTER_SENSOR_GRPC_TIMEOUT_SECONDS) and then runs the next tick, while the code server may still be posting
-# this one's messages. With a post's 10 s timeout and at most 10 s of Retry-After slept, a tick ends within it.
+# this one's messages. Each post, retry and page of a lookup starts within it and takes at most the client's 10 s
+# timeout, with at most 10 s of Retry-After slept in all: a tick ends within about 50 s.
 TICK_BUDGET_S = 30.0
 # How long a lost answer's lookup may meet a busy Slack before the part is posted again (twice rather than lost).
 LOOKUP_GIVE_UP_S = 3600.0
