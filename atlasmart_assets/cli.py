@@ -257,8 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     rb.add_argument("--to-publication", help="restore this publication id (default: one version back per partition)")
     rb.add_argument("--fence-override", help="the reason to roll back the newest partition together with earlier "
                                              "days (the current lane owns it; recorded in the ledger)")
-    rb.add_argument("--requested-by", help="who asks (the run's atlasmart/requested_by tag: the ledger, the notice "
-                                           "and the Slack message name them)")
+    rb.add_argument("--requested-by", help="who asks (the run's atlasmart/requested_by tag: the notice and the Slack "
+                                           "message name them)")
     rb.set_defaults(func=_rollback)
     pl = sub.add_parser("plan", help="preview a backfill: scope, fence, reach, neighbours, data impact (writes nothing)")
     pl.add_argument("--from", dest="start", required=True)
