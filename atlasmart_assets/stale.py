@@ -86,7 +86,7 @@ def _batch_id(path: Path) -> str | None:
         return None
 
 
-def _reference_reasons(wh: Warehouse, published_batches: dict[str, list[str]],
+def _reference_reasons(wh: Warehouse, ref: reference.Reference, published_batches: dict[str, list[str]],
                        days: Window, lines: dict[str, int]) -> dict[str, list[str]]:
     """Per published day of `days`: the dimension batches that change the tier or country of its lines at order
     time (the semantic radius, never "every day"), and the deletion requests whose subject it, or a version of it kept
@@ -95,9 +95,6 @@ def _reference_reasons(wh: Warehouse, published_batches: dict[str, list[str]],
     lines."""
     if not wh.settings.warehouse_path.exists():
         return {}
-    ref = reference.load(wh)
-    if ref.problems:
-        raise ReferenceUnreadable(ref.problems, [])
     out: dict[str, list[str]] = {}
     con = connect(":memory:")
     try:
@@ -155,11 +152,9 @@ def stale_days(wh: Warehouse, window: Window | None = None) -> list[StaleDay]:
                            window.params if window else {}).fetchall()
     used = {d.isoformat(): [b["batch"] for b in json.loads(dims)] for d, _, _, dims, _ in rows if dims}
     lines = {d.isoformat(): int(n or 0) for d, _, _, _, n in rows}
-    try:
-        by_reference = _reference_reasons(wh, used, Window(rows[0][0], rows[-1][0]), lines) if rows else {}
-        unreadable = None
-    except ReferenceUnreadable as exc:
-        by_reference, unreadable = {}, exc
+    ref = reference.load(wh) if rows else None
+    readable = ref is not None and not ref.problems
+    by_reference = _reference_reasons(wh, ref, used, Window(rows[0][0], rows[-1][0]), lines) if readable else {}
     out = []
     raw_dir = wh.settings.raw_dir
     for day, pub_id, batches, _, _ in rows:
@@ -167,7 +162,6 @@ def stale_days(wh: Warehouse, window: Window | None = None) -> list[StaleDay]:
         reasons += by_reference.get(day.isoformat(), [])
         if reasons:
             out.append(StaleDay(day.isoformat(), reasons, pub_id, new))
-    if unreadable is not None:
-        unreadable.days = out
-        raise unreadable
+    if ref is not None and ref.problems:
+        raise ReferenceUnreadable(ref.problems, out)
     return out

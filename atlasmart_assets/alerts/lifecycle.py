@@ -150,10 +150,14 @@ def _describe(backfill_id: str, runs: Sequence[dg.DagsterRun], record: Any,
     if not keys:
         keys = {k for name in {r.job_name for r in runs} for k in _job_assets(repo, name)}
     assets = sorted(k.to_user_string() for k in keys)
-    user = next((tags[t] for t in USER_TAGS if tags.get(t)), None)
     extra = fmt.visible_tags(tags, hidden=(REASON_TAG, *USER_TAGS))
-    return fmt.Backfill(backfill_id, window or "(window unknown)", assets, tags.get(REASON_TAG), user, extra,
+    return fmt.Backfill(backfill_id, window or "(window unknown)", assets, tags.get(REASON_TAG), _user(tags), extra,
                         [r.run_id for r in reversed(runs)])
+
+
+def _user(tags: Mapping[str, str]) -> str | None:
+    """Who asked, from a run's or a backfill's tags (the first user tag set)."""
+    return next((tags[t] for t in USER_TAGS if tags.get(t)), None)
 
 
 def _outcome(runs: Sequence[dg.DagsterRun], record: Any) -> str | None:
@@ -290,10 +294,9 @@ def _notices(context: dg.SensorEvaluationContext, slack: AtlasSlack, state: dict
             if p is not None:
                 told.append(p)
 
-        user = next((run.tags[t] for t in USER_TAGS if run.tags.get(t)), None)
         yield Notice(f"rollback:{run.run_id}", fmt.rolled_back(run.run_id, reason, changes, undone, PUBLISHED_ASSET,
                                                               links, slack.notice_location(path) if path else "",
-                                                              user),
+                                                              _user(run.tags)),
                      announced, thread, broadcast=True)
 
 

@@ -209,6 +209,12 @@ def latest_publication_id(con: duckdb.DuckDBPyConnection) -> str | None:
     return row[0] if row else None
 
 
+def is_committed(con: duckdb.DuckDBPyConnection, pub_id: str) -> bool:
+    """The ledger holds publication `pub_id` (its commit happened)."""
+    return bool(con.execute("select count(*) from audit.publications where publication_id = $p",
+                            {"p": pub_id}).fetchone()[0])
+
+
 def loaded_batches(con: duckdb.DuckDBPyConnection, window: Window) -> dict[tuple[str, str], dict[str, Any]]:
     """Each landing batch of the window as first loaded, with the rows raw.order_lines holds for it now and whether
     its lines' fingerprint is one this DuckDB release computes (batch_lines_fingerprints.sql)."""

@@ -45,9 +45,7 @@ def recover_extracts(wh: Warehouse, con: duckdb.DuckDBPyConnection, keep: Collec
         moved = True
     for pub_id in extracts.erasures_pending(cfg):
         current = extracts.current_version(cfg)
-        committed = con.execute("select count(*) from audit.publications where publication_id = $p",
-                                {"p": pub_id}).fetchone()[0]
-        if committed and current:
+        if current and ledger.is_committed(con, pub_id):
             extracts.prune(cfg, {current, *keep}, immediately=True)
         extracts.erased(cfg, pub_id)
     return moved
