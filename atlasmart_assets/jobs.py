@@ -124,6 +124,7 @@ def _roll_back_and_report(context: dg.OpExecutionContext, config: RollbackConfig
     if pub is not None:
         log(f"rollback: an earlier attempt of this run committed {pub.publication_id}; nothing is rolled back again, "
             "its events are written now")
+        progress.finished("targets", "restore")
         progress.done("publish", f"publication {pub.publication_id}, committed by an earlier attempt of this run")
     else:
         pub = rollback_mod.rollback(warehouse, config.start, config.end, config.reason, context.run.run_id,

@@ -12,6 +12,7 @@ import duckdb
 
 from atlasmart_assets import candidates, partitions, raw_files, raw_load, reference, sql, stale
 from atlasmart_assets.alerts.format import md
+from atlasmart_assets.contract import shown_id
 from atlasmart_assets.event_budget import bounded_figures, cut_text, encoded_size
 from atlasmart_assets.progress import Cost, Progress
 from atlasmart_assets.resources import Warehouse
@@ -64,6 +65,11 @@ class Plan:
 def _reach(graph: Any, selected: list[str]) -> list[str]:
     """The selected assets and every asset downstream of them, from the code location's asset graph."""
     todo = [dg.AssetKey.from_user_string(s) for s in selected]
+    unknown = [s for s, key in zip(selected, todo) if not graph.has(key)]
+    if unknown:
+        raise ValueError(f"no asset {shown_id(repr(unknown[0]))} in the code location"
+                         + (f" (and {len(unknown) - 1:,} more unknown)" if len(unknown) > 1 else "")
+                         + f"; its assets: {', '.join(sorted(k.to_user_string() for k in graph.materializable_asset_keys))}")
     seen: set[dg.AssetKey] = set()
     while todo:
         key = todo.pop()
@@ -152,6 +158,7 @@ def make(wh: Warehouse, graph: Any, start: str, end: str | None = None,
     """What a backfill of [start, end] would touch and change; reads the warehouse, writes nothing to it.
     `progress`: the plan job's, which goes on to its events phase."""
     window = Window.of(start, end)
+    reach = _reach(graph, assets or ["raw/order_lines"])
     progress = progress or Progress(None, header(start, end), PHASES)
     newest = partitions.newest_partition()
     too_long = tag_refusal(RunInfo("(planned)", fence_override=fence_override))
@@ -181,7 +188,7 @@ def make(wh: Warehouse, graph: Any, start: str, end: str | None = None,
         found, unjudged = exc.days, str(exc)
     stale_now = {d.partition: d.reasons for d in found}
     progress.done("stale", f"{len(stale_now)} day(s) stale (evidence changed since publication)")
-    return Plan(str(window), scope, refused, refusal, _reach(graph, assets or ["raw/order_lines"]), neighbours, protected,
+    return Plan(str(window), scope, refused, refusal, reach, neighbours, protected,
                 impact, stale_now, unjudged)
 
 

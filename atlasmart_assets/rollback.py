@@ -10,7 +10,7 @@ from typing import Any, Mapping, NamedTuple
 
 from atlasmart_assets import deletions, failpoints, partitions, reference, sql
 from atlasmart_assets.alerts.format import window_label
-from atlasmart_assets.contract import CODE_VERSION, FENCE_OVERRIDE_TAG, REASON_MAX_CHARS
+from atlasmart_assets.contract import CODE_VERSION, FENCE_OVERRIDE_TAG, REASON_MAX_CHARS, shown_id
 from atlasmart_assets.progress import Progress
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import FenceRefusal, RunInfo, TagRefusal, fence_refusal, tag_refusal
@@ -49,7 +49,7 @@ def _targets(wh: Warehouse, window: Window, to_publication: str | None,
     if to_publication:
         for p in window.keys:
             if not found[p].to_found:
-                raise ValueError(f"publication {to_publication} did not publish partition {p}")
+                raise ValueError(f"publication {shown_id(to_publication)} did not publish partition {p}")
         return {p: to_publication for p in window.keys}, now
     out = {}
     for p in window.keys:

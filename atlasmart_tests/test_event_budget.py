@@ -171,3 +171,28 @@ def test_a_check_views_figures_show_markdown_from_raw_values_as_text() -> None:
     readable = check_result(audit).metadata["figures_readable"].value
     assert "![pixel](" not in readable and "[click](" not in readable and "**bold**" not in readable, readable
     assert "\\!\\[pixel\\]" in readable and "\\| cell" in readable, readable
+
+
+def _largest_event(instance: dg.DagsterInstance, run_id: str) -> int:
+    return max(len(dg.serialize_value(e)) for e in instance.all_logs(run_id))
+
+
+@pytest.mark.parametrize("job, config", [
+    ("rollback_job", {"start": "2026-09-05" + "日" * 20_000, "reason": "typo"}),
+    ("rollback_job", {"start": "2026-09-05", "end": "2026-09-06", "reason": "undo", "to_publication": "pub-" + "x" * 100_000}),
+    ("plan_job", {"start": "2026-09-05" + "日" * 20_000}),
+    ("plan_job", {"start": "2026-09-05", "assets": ["raw/" + "x" * 100_000]}),
+], ids=["rollback window", "rollback target", "plan window", "plan asset"])
+def test_a_rollback_or_plan_refused_for_its_config_writes_no_event_over_64_kib(env, instance, job, config) -> None:
+    """A config value quoted whole in a refusal made the run's failure events 105-490 KB (a review's cases): the
+    value is shown cut, and Python's own error quoting it is not chained."""
+    from atlasmart_assets.definitions import defs
+
+    assert run_chain(instance, "2026-09-05", "2026-09-06").success
+    op = "rollback_range" if job == "rollback_job" else "plan_backfill"
+    result = defs.resolve_job_def(job).execute_in_process(
+        instance=instance, raise_on_error=False, run_config={"ops": {op: {"config": config}}})
+    assert not result.success
+    assert _largest_event(instance, result.run_id) < EVENT_MAX_BYTES
+    causes = " ".join(state.failure_causes(result))
+    assert "more characters)" in causes, causes

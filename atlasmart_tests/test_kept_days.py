@@ -88,6 +88,24 @@ def test_a_day_whose_published_rows_differ_from_its_ledger_is_built_again(env, i
         assert "candidates for 2 day(s) of 10" in line and "8 kept as published" in line, line
         assert "differing from their ledger: 2026-09-03, 2026-09-07" in line, line
     assert state.content(env) == before, "built again from the evidence, the two days are what they were"
+    # What readers of the tables saw moved back: the days' events say so, though their ledger rows agree (a review
+    # found them saying `changed: False`).
+    events = _fact_events(instance, repaired.run_id)
+    for day in (["2026-09-03"] if rederive else ["2026-09-03", "2026-09-07"]):
+        assert events[day]["changed"] is True and "differed from its ledger row" in events[day]["repaired"], events[day]
+    assert "repaired" not in events["2026-09-04"] and events["2026-09-04"]["changed"] is False, events
+    newest = events["2026-09-10"]
+    assert newest["repaired_partitions"] == (1 if rederive else 2), newest
+
+
+def _fact_events(instance, run_id: str) -> dict[str, dict]:  # noqa: ANN001
+    out = {}
+    for e in instance.all_logs(run_id):
+        if e.dagster_event and e.dagster_event.event_type_value == "ASSET_MATERIALIZATION":
+            m = e.dagster_event.event_specific_data.materialization
+            if list(m.asset_key.path) == ["fact", "fct_order_lines"]:
+                out[m.partition] = {k: v.value for k, v in m.metadata.items()}
+    return out
 
 
 def test_a_built_day_repeating_a_line_id_of_a_kept_day_is_refused(env, instance) -> None:

@@ -137,3 +137,20 @@ def test_a_retried_rollback_writes_the_notice_its_attempt_did_not_naming_who_ask
         head = path.read_text().split("## ")[0]
         assert "- Requested by: ana" in head and "- Tags: ticket=OPS-9\n" in head, head
         assert "Requested by: ana" in " ".join(_told(inst).values())
+
+
+def test_a_retried_rollback_that_finds_its_earlier_commit_ends_its_log_done(env, monkeypatch) -> None:
+    """The retry writes the events of the commit it found: its last progress line says `done`, not time to go (a
+    review found "about 0 s to go", over a year "about 1 s")."""
+    with dg.instance_for_test() as inst:
+        _three_versions(env, inst, DAY)
+        retries.fail_once(monkeypatch, day_metadata, "fact")
+        first = dg.execute_job(dg.reconstructable(_rollback_job), inst, run_config=CONFIG, raise_on_error=False)
+        assert not first.success
+        retry = dg.execute_job(dg.reconstructable(_rollback_job), inst, raise_on_error=False,
+                               reexecution_options=dg.ReexecutionOptions.from_failure(first.run_id, inst),
+                               tags=ui_tags(first.run_id))
+        assert retry.success
+        lines = [e.user_message for e in inst.all_logs(retry.run_id)
+                 if not e.dagster_event and e.user_message.startswith("rollback") and " so far, " in e.user_message]
+        assert lines and "[4/4] events" in lines[-1] and lines[-1].endswith(", done"), lines

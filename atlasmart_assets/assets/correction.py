@@ -112,7 +112,7 @@ def _correct_and_report(context: dg.AssetExecutionContext, warehouse: Warehouse,
     newest = max(pub.after)
     common = {"window": str(scope.window), "publication_id": pub.publication_id, "code_version": CODE_VERSION,
               "backfill_id": shown_id(scope.run.backfill_id or ""), "changed_partitions": len(pub.changed),
-              "lines_changed_partitions": len(pub.lines_changed),
+              "lines_changed_partitions": len(pub.lines_changed), "repaired_partitions": len(pub.repaired),
               "publish_lock_hold_s": round(pub.lock_hold_s, 3), "cpu_niceness": cap.niceness,
               "cores_yielded_s": capacity.yielded_s(cap.lowered),
               "scratch_paused_s": capacity.paused_s(cap.lowered), **outcome.stats.figures()}

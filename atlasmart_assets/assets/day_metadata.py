@@ -21,11 +21,15 @@ def fact(pub: Publication, day: str) -> dict[str, Any]:
     and the sha256 of the landing batches it was built from."""
     after, before = pub.after[day], pub.before.get(day)
     changed = day in pub.changed
+    repaired = {"repaired": "its published rows differed from its ledger row (changed behind it): built again from "
+                            "its evidence and written afresh; the controls compare ledger rows"} \
+        if day in pub.repaired else {}
     return {
         "dagster/row_count": after.rows,
         "controls": controls_md(before.controls if before else None, after.controls,
                                 before.sha256 if before and changed else None),
-        "changed": changed or day in pub.lines_changed,
+        "changed": changed or day in pub.lines_changed or bool(repaired),
+        **repaired,
         "input_sha256": after.input_sha256 or "",
     }
 

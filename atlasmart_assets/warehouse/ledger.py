@@ -109,6 +109,9 @@ class Publication:
     before: dict[str, Current]
     after: dict[str, DayCandidate]
     lock_hold_s: float
+    # Days whose published rows differed from their ledger row (changed behind it) and were written afresh: what
+    # readers of the tables saw moved, though the ledger's before and after agree.
+    repaired: tuple[str, ...] = ()
 
     @functools.cached_property
     def changed(self) -> list[str]:
