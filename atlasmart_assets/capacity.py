@@ -19,17 +19,24 @@ from typing import Callable, Iterator, TypeVar
 import dagster as dg
 
 from atlasmart_assets import pausable, waiting
-from atlasmart_assets.contract import CURRENT_LANE, LANE_TAG
+from atlasmart_assets.contract import BACKFILL_TAG, CURRENT_LANE, LANE_TAG
 
 ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
           dg.DagsterRunStatus.STARTED]
+# How many lane-tagged run records a look reads: today's load is one or two of them; the rest would be backfills
+# given the tag by hand, which are not today's load.
+LOOKED_AT = 100
 
 
-def current_lane_active(instance: dg.DagsterInstance,
-                        statuses: list[dg.DagsterRunStatus] | None = None) -> bool:
-    """Whether a current-lane run is in one of `statuses` (default: queued, not yet started, starting, started)."""
-    return bool(instance.get_run_records(
-        filters=dg.RunsFilter(tags={LANE_TAG: CURRENT_LANE}, statuses=statuses or ACTIVE), limit=1))
+def current_lane_active(instance: dg.DagsterInstance, statuses: list[dg.DagsterRunStatus] | None = None,
+                        own: str | None = None) -> bool:
+    """Whether a current-lane run other than `own` (the asking step's run) is in one of `statuses` (default: queued,
+    not yet started, starting, started). A run carrying dagster/backfill is a backfill whatever lane tag it was
+    given (scope.lane_of, the SLO report): a backfill tagged atlasmart/lane=current by hand waited a minute before
+    each of its holds for itself, and one queued behind another held that one up."""
+    records = instance.get_run_records(
+        filters=dg.RunsFilter(tags={LANE_TAG: CURRENT_LANE}, statuses=statuses or ACTIVE), limit=LOOKED_AT)
+    return any(BACKFILL_TAG not in r.dagster_run.tags and r.dagster_run.run_id != own for r in records)
 
 
 T = TypeVar("T")
@@ -52,6 +59,7 @@ class GiveWay:
     # Told when a wait begins and how it ended: a minute's wait would otherwise leave the run's log on a line that
     # reads "about 1 s to go".
     say: Callable[[str], None] | None = None
+    own: str | None = None  # the waiting run's id: never today's load, whatever its tags
 
     def busy(self, unreadable: bool = False) -> bool:
         """Whether a current-lane run is queued or running; `unreadable` if the run storage cannot be read (locked
@@ -61,7 +69,7 @@ class GiveWay:
     def _state(self) -> str:
         """`busy`, `free`, or `unreadable` (the run storage could not be read for a moment)."""
         try:
-            return "busy" if current_lane_active(self.instance, RUNNING) else "free"
+            return "busy" if current_lane_active(self.instance, RUNNING, self.own) else "free"
         except Exception:  # noqa: BLE001 - the run storage unreadable for a moment: the caller decides
             return "unreadable"
 
@@ -97,13 +105,13 @@ def tell(say: Callable[[str], None] | None, line: str) -> None:
             say(line)
 
 
-def backfill_threads(instance: dg.DagsterInstance, capped: int) -> int | None:
+def backfill_threads(instance: dg.DagsterInstance, capped: int, own: str | None = None) -> int | None:
     """A backfill step's DuckDB threads: None (DuckDB's default, every core) where `yield_cores` re-decides the
-    cores while the step works; elsewhere decided once, at the step's start: the cap while a current-lane run is
-    queued or running, else every core."""
+    cores while the step works; elsewhere decided once, at the step's start: the cap while a current-lane run other
+    than `own` is queued or running (a record never launched is neither), else every core."""
     if can_pin() and len(os.sched_getaffinity(0)) > capped:
         return None
-    return capped if current_lane_active(instance) else None
+    return capped if current_lane_active(instance, RUNNING, own) else None
 
 
 def niceness_of(nice: int) -> int:
@@ -188,7 +196,8 @@ def _restore(cpus: set[int]) -> None:
 
 
 @contextlib.contextmanager
-def yield_cores(instance: dg.DagsterInstance | None, cores: int) -> Iterator[pausable.Pauses]:
+def yield_cores(instance: dg.DagsterInstance | None, cores: int,
+                own: str | None = None) -> Iterator[pausable.Pauses]:
     """While the body runs, this process (DuckDB's worker threads included) keeps to `cores` of its CPUs whenever a
     current-lane run is queued, starting or started, and has all of them back as soon as none is. A watcher thread
     checks the run records every WATCH_S; every thread of the process gets all its CPUs back on exit. Without an
@@ -205,7 +214,7 @@ def yield_cores(instance: dg.DagsterInstance | None, cores: int) -> Iterator[pau
         since: float | None = None
         while not stop.is_set():
             try:
-                busy = current_lane_active(instance, RUNNING)
+                busy = current_lane_active(instance, RUNNING, own)
             except Exception:  # noqa: BLE001 - the instance unreadable for a moment: keep what was decided
                 busy = since is not None
             if stop.is_set():
@@ -247,6 +256,7 @@ class Lowered:
     max_pause_s: float = 0.0
     yielded: pausable.Pauses = field(default_factory=pausable.Pauses)
     say: Callable[[str], None] | None = None  # told when the work is paused for today's load, and goes on
+    own: str | None = None  # the step's run id: never today's load, whatever its tags
 
     def run(self, work: Callable[[], T], log: Callable[[str], None] | None = None) -> T:
         """`work()` lowered. Lines it logs through `pausable.relayed(log)` reach `log`, from a child too."""
@@ -254,7 +264,7 @@ class Lowered:
             return self._run_paused(work, log)
         done = pausable.Pauses()
         try:
-            with yield_cores(self.instance, self.cores) as done:
+            with yield_cores(self.instance, self.cores, self.own) as done:
                 return run_lowered(self.nice, work)
         finally:
             self.yielded.yielded_s += done.yielded_s
@@ -270,7 +280,7 @@ class Lowered:
             if len(allowed) > self.cores:
                 _pin_all_threads(kept if yielding else allowed, pid)
 
-        return pausable.run(work, lambda: current_lane_active(instance, RUNNING), nice=self.nice,
+        return pausable.run(work, lambda: current_lane_active(instance, RUNNING, self.own), nice=self.nice,
                             max_pause_s=self.max_pause_s, log=log, on_yield=pin, pauses=self.yielded,
                             say=functools.partial(tell, self.say) if self.say is not None else None,
                             cores=self.cores if len(allowed) > self.cores else None)

@@ -265,7 +265,7 @@ def _repeats_in_scratch(wh: Warehouse, run_id: str, threads: int | None) -> Line
 
 
 def _take_window(wh: Warehouse, scope: RunScope, stats: LockStats, run_finished: Callable[[str], bool],
-                 ref: reference.Reference) -> None:
+                 ref: reference.Reference, give_way: GiveWay | None) -> None:
     """Flags of crashed runs are cleared here, without waiting for a sensor; a backfill then flags its window, and
     drops the rows ended runs wrote ahead of a commit that never came (today's load leaves that to the backfill
     lane: a year's rows take several holds). The reference evidence this run applies is recorded at its first
@@ -278,7 +278,7 @@ def _take_window(wh: Warehouse, scope: RunScope, stats: LockStats, run_finished:
         if scope.is_backfill:
             flags.mark(con, scope.window, scope.run)
     if scope.is_backfill:
-        collect_abandoned(wh, lambda run_id: run_id != scope.run.run_id and run_finished(run_id), stats)
+        collect_abandoned(wh, lambda run_id: run_id != scope.run.run_id and run_finished(run_id), stats, give_way)
 
 
 @dataclass(frozen=True)
@@ -455,7 +455,7 @@ def _correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool]
     if ref.problems:
         progress.end("read", f"refused by {ref.audit().check}; nothing published")
         return Outcome([ref.audit()], {}, None, {}, stats)
-    _take_window(wh, scope, stats, run_finished, ref)
+    _take_window(wh, scope, stats, run_finished, ref, give_way)
     failpoints.gate("window_flagged", run_id)
     outcome: Outcome | None = None
     try:

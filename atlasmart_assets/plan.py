@@ -10,7 +10,7 @@ from typing import Any
 import dagster as dg
 import duckdb
 
-from atlasmart_assets import candidates, partitions, raw_files, raw_load, reference, sql, stale
+from atlasmart_assets import candidates, capacity, partitions, raw_files, raw_load, reference, sql, stale
 from atlasmart_assets.alerts.format import md
 from atlasmart_assets.contract import shown_id
 from atlasmart_assets.event_budget import bounded_figures, cut_text, encoded_size
@@ -18,7 +18,7 @@ from atlasmart_assets.progress import Cost, Progress
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunInfo, fence_refusal, tag_refusal
 from atlasmart_assets.warehouse import ledger
-from atlasmart_assets.warehouse.connection import LockStats
+from atlasmart_assets.warehouse.connection import GiveWay, LockStats
 from atlasmart_assets.window import Window
 
 
@@ -86,30 +86,46 @@ PHASES = (("parse", Cost(0.4, 0.0005, 1.27)), ("build", Cost(0.3, 0.0015, 0.7)),
           ("stale", Cost(0.05, 0.001)), ("events", Cost(1.8)))
 
 
-def _impact(wh: Warehouse, window: Window, now: dict[str, ledger.Current],
-            progress: Progress) -> dict[str, DayImpact]:
-    """Candidates built exactly as a backfill would, in a private scratch database, compared with what is published."""
+def _parse(wh: Warehouse, run_id: str, window: Window) -> tuple[int, int]:
+    """The window's raw files into the plan's scratch: how many batch files, how many records."""
+    con = wh.open_scratch(run_id)
+    try:
+        files = raw_files.load_window(con, wh.settings.raw_dir, window)
+        return len(files), con.execute("select count(*) from candidate.raw_lines").fetchone()[0]
+    finally:
+        con.close()
+
+
+def _build(wh: Warehouse, run_id: str, window: Window, ref: reference.Reference) -> dict[str, ledger.DayCandidate]:
+    """The candidates in the plan's scratch, built exactly as a backfill builds them."""
+    con = wh.open_scratch(run_id)
+    try:
+        candidates.merge_evidence(con)
+        candidates.build_staged(con, ref.customers, ref.deletion_keys, window)
+        candidates.build(con)
+        suppressed = candidates.suppressed(con, window)
+        return candidates.days(con, window, candidates.evidence(con, window), reference=reference.identity(ref),
+                               applied={d: x["requests"] for d, x in suppressed.items()})
+    finally:
+        con.close()
+
+
+def _impact(wh: Warehouse, window: Window, now: dict[str, ledger.Current], progress: Progress,
+            lowered: capacity.Lowered, give_way: GiveWay | None) -> dict[str, DayImpact]:
+    """Candidates built exactly as a backfill would, in a private scratch database, compared with what is published.
+    The parse and the build are a backfill's in size (a year's: 7.3 M records): they run as its scratch work does
+    (`lowered`: out of today's way), and the reads of the published fact give way to today's load as its do."""
     cfg = wh.settings
     run_id = f"plan-{uuid.uuid4().hex[:12]}"
     try:
-        con = wh.open_scratch(run_id)
-        try:
-            files = raw_files.load_window(con, cfg.raw_dir, window)
-            records = con.execute("select count(*) from candidate.raw_lines").fetchone()[0]
-            progress.size(len(window.keys), records)
-            progress.done("parse", f"{len(files)} batch file(s) of {len(window.keys)} day(s), {records:,} records")
-            candidates.merge_evidence(con)
-            ref = reference.load(wh)
-            if ref.problems:
-                raise ValueError("; ".join(ref.problems))
-            candidates.build_staged(con, ref.customers, ref.deletion_keys, window)
-            candidates.build(con)
-            suppressed = candidates.suppressed(con, window)
-            days = candidates.days(con, window, candidates.evidence(con, window), reference=reference.identity(ref),
-                                   applied={d: x["requests"] for d, x in suppressed.items()})
-            progress.done("build", f"candidates for {len(days)} day(s), {sum(c.rows for c in days.values()):,} rows")
-        finally:
-            con.close()
+        files, records = lowered.run(lambda: _parse(wh, run_id, window))
+        progress.size(len(window.keys), records)
+        progress.done("parse", f"{files} batch file(s) of {len(window.keys)} day(s), {records:,} records")
+        ref = reference.load(wh)  # read here: a paused child must hold no read of the warehouse
+        if ref.problems:
+            raise ValueError("; ".join(ref.problems))
+        days = lowered.run(lambda: _build(wh, run_id, window, ref))
+        progress.done("build", f"candidates for {len(days)} day(s), {sum(c.rows for c in days.values()):,} rows")
         con = wh.open_scratch(run_id)
         try:
             # The window's published fact, a chunk of days per hold (a year's in one hold kept today's load out
@@ -122,7 +138,7 @@ def _impact(wh: Warehouse, window: Window, now: dict[str, ledger.Current],
                     con.execute(f"{into} select * from w.fact.fct_order_lines where partition_date between $start "
                                 "and $end", Window.of(part[0], part[-1]).params)
 
-                raw_load.short_reads(wh, con, window.keys, LockStats(), None, copy,
+                raw_load.short_reads(wh, con, window.keys, LockStats(), give_way, copy,
                                      lines={d: c.rows for d, c in now.items()})
             else:
                 con.execute("create or replace table candidate.fct_published as "
@@ -154,9 +170,11 @@ def header(start: str, end: str | None) -> str:
 
 def make(wh: Warehouse, graph: Any, start: str, end: str | None = None,
          assets: list[str] | None = None, backfill: bool = True, fence_override: str | None = None,
-         with_impact: bool = True, progress: Progress | None = None) -> Plan:
+         with_impact: bool = True, progress: Progress | None = None, lowered: capacity.Lowered | None = None,
+         give_way: GiveWay | None = None) -> Plan:
     """What a backfill of [start, end] would touch and change; reads the warehouse, writes nothing to it.
-    `progress`: the plan job's, which goes on to its events phase."""
+    `progress`: the plan job's, which goes on to its events phase. `lowered` and `give_way`: the plan job's, as a
+    backfill's (default: the scratch work at a backfill's lower CPU priority, nothing to give way to)."""
     window = Window.of(start, end)
     reach = _reach(graph, assets or ["raw/order_lines"])
     progress = progress or Progress(None, header(start, end), PHASES)
@@ -181,7 +199,9 @@ def make(wh: Warehouse, graph: Any, start: str, end: str | None = None,
         for phase in ("parse", "build", "compare"):
             progress.expect(phase, 0.0)
             progress.finished(phase)
-    impact = _impact(wh, Window.of(min(scope), max(scope)), now, progress) if with_impact and scope else {}
+    lowered = lowered or capacity.Lowered(wh.settings.backfill_nice)
+    impact = (_impact(wh, Window.of(min(scope), max(scope)), now, progress, lowered, give_way)
+              if with_impact and scope else {})
     try:
         found, unjudged = stale.stale_days(wh, window), None
     except stale.ReferenceUnreadable as exc:

@@ -12,6 +12,7 @@ from typing import Callable, Iterator, Sequence
 
 from atlasmart_assets import waiting
 from atlasmart_assets.event_budget import cut_text
+from atlasmart_assets.warehouse.connection import LockTimeout
 
 # A line is an event in the run's log: what a phase says (it may name a file, a batch, an error) is cut to this
 # many bytes as Dagster writes them, and the header (the window) to HEADER_MAX_BYTES.
@@ -201,6 +202,8 @@ class Progress:
                                            "terminated, or the step failed outside its code)")
             raise
         except BaseException as exc:
+            if isinstance(exc, LockTimeout):  # DuckDB's text names a file and a PID, not the run's days
+                exc.add_note(f"in {self._what}, phase {self.current}")
             if not self._ended:
                 with contextlib.suppress(Exception):  # the error that stopped the step is the one to raise
                     self.end(self.current, stopped_by(exc))

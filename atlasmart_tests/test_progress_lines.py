@@ -369,7 +369,7 @@ def test_a_give_way_says_why_it_waits_and_why_it_went_on(monkeypatch, answer, be
     ended (a second query, after the wait, read unreadable as free). Each is said as it was seen, asked once."""
     asked: list[int] = []
 
-    def active(_instance, _statuses=None) -> bool:  # noqa: ANN001
+    def active(_instance, _statuses=None, _own=None) -> bool:  # noqa: ANN001
         asked.append(1)
         if isinstance(answer, Exception):
             raise answer

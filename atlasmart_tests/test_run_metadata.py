@@ -206,7 +206,26 @@ def test_without_per_thread_cpu_sets_a_backfill_step_caps_its_threads_when_it_st
     run = instance.create_run_for_job(dg.GraphDefinition("noop").to_job(), tags=CURRENT_LANE_TAGS)
     assert run.status == dg.DagsterRunStatus.NOT_STARTED
     assert capacity.current_lane_active(instance), "a current-lane run not yet finished"
+    # A record never launched holds nobody up (a review found it capping every later backfill step).
+    assert capacity.backfill_threads(instance, 1) is None
+    running = running_current_run(instance)
     assert capacity.backfill_threads(instance, 1) == 1
+    assert capacity.backfill_threads(instance, 1, own=running.run_id) is None, "a run is never its own today's load"
+
+
+def test_a_backfill_given_the_lane_tag_is_not_todays_load(instance) -> None:
+    """The UI lets an operator add any tag to a backfill: one carrying atlasmart/lane=current is still a backfill
+    (scope.lane_of). Queued behind the running one, it held that one up before every hold; running, it waited for
+    itself (a review's cases)."""
+    instance.add_run(dg.DagsterRun(job_name="atlasmart_daily", run_id=str(uuid.uuid4()),
+                                   status=dg.DagsterRunStatus.STARTED,
+                                   tags={**CURRENT_LANE_TAGS, "dagster/backfill": "bf-tagged"}))
+    assert not capacity.current_lane_active(instance, capacity.RUNNING)
+    started = time.monotonic()
+    assert capacity.GiveWay(instance, max_s=30)() < 1 and time.monotonic() - started < 10
+    today = running_current_run(instance)
+    assert capacity.current_lane_active(instance, capacity.RUNNING), "today's load beside it still counts"
+    assert not capacity.current_lane_active(instance, capacity.RUNNING, own=today.run_id)
 
 
 def test_with_per_thread_cpu_sets_a_backfill_step_keeps_every_duckdb_thread(instance, monkeypatch) -> None:
@@ -235,7 +254,7 @@ def test_a_run_storage_unreadable_for_a_moment_does_not_fail_the_backfill(instan
     instance): giving way asks again instead of failing the backfill's step."""
     answers = iter([OSError("database table is locked: runs"), True, False])
 
-    def flaky(_instance, _statuses=None) -> bool:
+    def flaky(_instance, _statuses=None, _own=None) -> bool:
         answer = next(answers)
         if isinstance(answer, Exception):
             raise answer
@@ -317,7 +336,7 @@ def test_a_run_storage_unreadable_when_a_chunk_begins_gives_it_up_to_no_run(inst
     the chunk is not given up when the storage answers again that one runs."""
     answers = iter([OSError("database table is locked: runs")])
 
-    def flaky(_instance, _statuses=None) -> bool:
+    def flaky(_instance, _statuses=None, _own=None) -> bool:
         answer = next(answers, True)
         if isinstance(answer, Exception):
             raise answer

@@ -113,7 +113,8 @@ def step_capacity(context: dg.AssetExecutionContext, warehouse: Warehouse, scope
     """The step's capacity, logged once at its start."""
     cfg = warehouse.settings
     backfill = scope.is_backfill
-    threads = capacity.backfill_threads(context.instance, cfg.backfill_threads) if backfill else None
+    own = context.run.run_id
+    threads = capacity.backfill_threads(context.instance, cfg.backfill_threads, own) if backfill else None
     lowered_by = cfg.backfill_nice if backfill else 0
     niceness = capacity.niceness_of(lowered_by)
     context.log.info(f"{scope.window}: {len(scope.window.keys)} day(s), lane {scope.lane}, DuckDB threads "
@@ -121,6 +122,6 @@ def step_capacity(context: dg.AssetExecutionContext, warehouse: Warehouse, scope
     say = window_log(context, scope)
     return StepCapacity(
         threads, niceness,
-        capacity.Lowered(lowered_by, context.instance, cfg.backfill_threads, cfg.backfill_give_way_s, say=say)
-        if backfill else None,
-        capacity.GiveWay(context.instance, cfg.backfill_give_way_s, say) if backfill else None)
+        capacity.Lowered(lowered_by, context.instance, cfg.backfill_threads, cfg.backfill_give_way_s, say=say,
+                         own=own) if backfill else None,
+        capacity.GiveWay(context.instance, cfg.backfill_give_way_s, say, own) if backfill else None)

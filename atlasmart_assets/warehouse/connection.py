@@ -44,6 +44,12 @@ def is_lock_conflict(exc: BaseException) -> bool:
     return isinstance(exc, duckdb.IOException) and "Could not set lock on file" in str(exc)
 
 
+class LockTimeout(duckdb.IOException):
+    """The lock still held by another process after ATLASMART_LOCK_TIMEOUT_S: says how long it waited and for what,
+    with DuckDB's own text (who holds it), which is_lock_conflict still recognises. A step's progress adds which
+    run's days and phase it stopped (Progress.stopping)."""
+
+
 # A process waiting on the lock tries again at least this often.
 POLL_MAX_S = 0.25
 # A writer about to take the lock again (the next chunk of a long write) first lets the processes that announced
@@ -73,8 +79,14 @@ def waiting_on_lock(action: Callable[[], T], timeout_s: float, path: Path | None
                 return action()
             except duckdb.Error as exc:
                 refused_at = time.monotonic() if refused_at is None else refused_at
-                if not is_lock_conflict(exc) or time.monotonic() - started > timeout_s:
+                if not is_lock_conflict(exc):
                     raise
+                if time.monotonic() - started > timeout_s:
+                    raise LockTimeout(
+                        f"waited {time.monotonic() - started:.1f} s (ATLASMART_LOCK_TIMEOUT_S={timeout_s:g}) for the "
+                        f"warehouse{f' {path}' if path is not None else ''}, and another process still holds it: "
+                        f"{exc}. Nothing more was written; raise ATLASMART_LOCK_TIMEOUT_S, or end the process "
+                        "holding it (an open DuckDB client, say), and run again") from None
                 if marker is not None:
                     # Best effort (a read-only data dir has no announcements: such a waiter just polls).
                     with contextlib.suppress(OSError):

@@ -284,14 +284,16 @@ def _prune(wh: Warehouse, parts: list[Window], stats: LockStats | None, give_way
               lambda con, part=part: ledger.prune_versions(con, wh.settings.retain_versions, part))
 
 
-def _drop(wh: Warehouse, pending: ledger.Pending, stats: LockStats | None) -> None:
+def _drop(wh: Warehouse, pending: ledger.Pending, stats: LockStats | None, give_way: GiveWay | None = None) -> None:
     """Drop an abandoned publish's rows a chunk of days per transaction (and of each day's lines, where its record
     has them), then its record (a drop cut short is finished by the next collection: the record stays marked
-    abandoned until the end)."""
+    abandoned until the end). A backfill's (`give_way`) waits while today's load runs before each chunk, and a chunk
+    under way is given up and started again, as its other long writes are: a year's abandoned rows are millions of
+    lines per layer (a review found them dropped back to back beside today's load)."""
     for part in wh.settings.split(pending.window, pending.lines):
-        hand_over(wh.settings.warehouse_path)
-        with wh.writer(stats) as con, transaction(con):
-            ledger.drop_version_rows(con, pending.publication_id, part)
+        _next_hold(wh, give_way, stats)
+        _hold(wh, give_way, stats, lambda: wh.writer(stats),
+              lambda con, part=part: ledger.drop_version_rows(con, pending.publication_id, part))
     with wh.writer(stats) as con, transaction(con):
         ledger.forget_pending(con, pending.publication_id)
 
@@ -309,17 +311,18 @@ def _abandon(wh: Warehouse, pub_id: str) -> None:
         pass
 
 
-def collect_abandoned(wh: Warehouse, run_finished: Callable[[str], bool],
-                      stats: LockStats | None = None) -> list[str]:
+def collect_abandoned(wh: Warehouse, run_finished: Callable[[str], bool], stats: LockStats | None = None,
+                      give_way: GiveWay | None = None) -> list[str]:
     """Drop the written-ahead rows of publishes whose run ended without committing (killed between the first
-    chunk and the commit), and finish drops cut short. They are marked abandoned first, in one transaction: from
-    then on such a publish can neither write nor commit, whatever its run really is. Returns their ids."""
+    chunk and the commit), and finish drops cut short; a backfill's drops give way to today's load (`give_way`).
+    They are marked abandoned first, in one transaction: from then on such a publish can neither write nor commit,
+    whatever its run really is. Returns their ids."""
     with wh.writer(stats) as con, transaction(con):
         found = ledger.pending_versions(con)
         gone = sorted(p for p, pending in found.items() if pending.abandoned or run_finished(pending.run_id))
         ledger.mark_abandoned(con, gone)
     for pub_id in gone:
-        _drop(wh, found[pub_id], stats)
+        _drop(wh, found[pub_id], stats, give_way)
     return gone
 
 
