@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Collection
 
 from atlasmart_assets.contract import CONTROL_NAMES
 
@@ -110,28 +110,40 @@ def row_count_unchanged(check: str, asset: tuple[str, ...], candidate: dict[str,
 
 
 def row_delta_within_bounds(check: str, asset: tuple[str, ...], candidate: dict[str, int], published: dict[str, int],
-                            shrink_threshold: float, accepted_shrink: str | None = None) -> Audit:
-    """ERROR when a partition doubles, or shrinks by more than the threshold unless the run accepted the shrink."""
+                            shrink_threshold: float, accepted_shrink: str | None = None,
+                            new_batches: Collection[str] = ()) -> Audit:
+    """ERROR when a partition doubles, or shrinks by more than the threshold unless the run accepted the shrink. A
+    day that doubles with landing batches its current version did not read (`new_batches`) grew as its source
+    says: its controls are the latest batch's, which controls_match checks and blocks on. Refused, such a day (the
+    newest day's first hourly batch, then the rest of the day) could never be published again: no tag accepts a
+    doubling, and a first publication cannot be rolled back (a review found it)."""
     deltas = _deltas(candidate, published)
     errors: list[str] = []
     accepted: list[str] = []
+    grew: list[str] = []
     for day, f in deltas.items():
         before, rows = f["before"], f["after"]
         if not before:
             continue
         if rows >= 2 * before:
-            errors.append(f"{day} doubled ({before} -> {rows})")
+            (grew if day in new_batches else errors).append(f"{day} doubled ({before} -> {rows})")
         elif rows < (1 - shrink_threshold) * before:
             text = f"{day} shrank by more than {shrink_threshold:.0%} ({before} -> {rows})"
             (accepted if accepted_shrink else errors).append(text)
-    figures = {"per_partition": deltas, "shrink_threshold": shrink_threshold}
+    figures: dict[str, Any] = {"per_partition": deltas, "shrink_threshold": shrink_threshold}
+    if grew:
+        figures["grew_with_new_landing_batches"] = [g.split(" ", 1)[0] for g in grew]
     if errors:
         # The tag accepts a shrink, never a doubling: it is named only where it would help.
         shrank = any("shrank" in e for e in errors)
         hint = "" if accepted_shrink or not shrank else (" — a deliberate shrink is published only with the tag "
                                                          "atlasmart/accept_shrink=<reason>")
         return Audit(check, asset, False, ERROR, "; ".join(errors) + hint, figures)
+    said = ([f"shrink accepted ({accepted_shrink}): " + "; ".join(accepted)] if accepted else []) + (
+        ["grew with landing batches its current version did not read, to their own controls: " + "; ".join(grew)]
+        if grew else [])
     if accepted:
-        return Audit(check, asset, True, ERROR, f"shrink accepted ({accepted_shrink}): " + "; ".join(accepted),
-                     {**figures, "accepted_shrink": accepted_shrink})
+        figures["accepted_shrink"] = accepted_shrink
+    if said:
+        return Audit(check, asset, True, ERROR, "; ".join(said), figures)
     return Audit(check, asset, True, ERROR, "no partition doubled or shrank beyond the threshold", figures)

@@ -189,7 +189,7 @@ def audit(scope: RunScope, con: duckdb.DuckDBPyConnection, current: dict[str, Cu
         audits.row_delta_within_bounds(ROW_DELTA, FCT_ORDER_LINES,
                                        {d: n + _newly_suppressed(suppressed.get(d))
                                         for d, n in rows_after.items()}, rows_now, shrink_threshold,
-                                       scope.run.accept_shrink),
+                                       scope.run.accept_shrink, _new_batches(current, evidence, keys)),
         audits.unique_across_days(UNIQUE_ACROSS_DAYS, FCT_ORDER_LINES, repeats.other_days),
         _mart_matches_fact(con, window, {d: candidates.control_list(m) for d, m in mart.items()}, fact_lists),
     ], days
@@ -399,6 +399,11 @@ def _audit_candidates(wh: Warehouse, scope: RunScope, threads: int | None, curre
         return found, named, {**staged, **kept.staged}
     finally:
         con.close()
+
+
+def _new_batches(current: dict[str, Current], evidence: dict[str, candidates.Evidence], days: list[str]) -> set[str]:
+    """The published days whose landing batches differ from those their current version read."""
+    return {d for d in days if d in current and d in evidence and current[d].input_sha256 != evidence[d].digest}
 
 
 def _new_evidence(current: dict[str, Current], evidence: dict[str, candidates.Evidence],

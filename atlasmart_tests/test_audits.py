@@ -53,6 +53,15 @@ def test_row_delta_within_bounds_is_one_property() -> None:
     accepted = bounded(7, 10, "source retracted 3 test orders")
     assert accepted.passed and "source retracted" in accepted.description
     assert bounded(20, 10, "any reason").blocks, "accepting a shrink never accepts a doubling"
+    # A day that doubles with landing batches its version did not read grew as its source says (controls_match
+    # checks it against the latest batch's controls); with the same batches a doubling is the build's own.
+    grew = audits.row_delta_within_bounds("c", ("a",), {"d": 20, "e": 20}, {"d": 10, "e": 10}, 0.2,
+                                          new_batches={"d"})
+    assert grew.blocks and "e doubled" in grew.description and "d doubled" not in grew.description, grew.description
+    grew = audits.row_delta_within_bounds("c", ("a",), {"d": 20, "e": 7}, {"d": 10, "e": 10}, 0.2, "retracted",
+                                          new_batches={"d"})
+    assert grew.passed and "grew with landing batches" in grew.description and "shrink accepted" in grew.description
+    assert grew.figures["grew_with_new_landing_batches"] == ["d"] and grew.figures["accepted_shrink"] == "retracted"
 
 
 CRAFTS = {

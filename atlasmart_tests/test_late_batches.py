@@ -585,3 +585,47 @@ def test_a_late_batch_without_extracted_at_is_refused_naming_it(env, instance, p
     text = state.failure_text(result)
     assert str(path) in text and "manifest lacks extracted_at" in text, text[:2000]
     assert state.snapshot(env) == before
+
+
+def test_todays_load_publishes_the_newest_days_later_batch_that_doubles_it(env, instance) -> None:
+    """The catch-up publishes the newest day as soon as its first batch lands (9 lines); its next batch (10 more,
+    cumulative controls) makes 19. Refused as "doubled", the day stayed at its first batch for good: no tag accepts
+    a doubling, and a first publication cannot be rolled back (a review's case)."""
+    newest = "2026-09-21"
+    assert run_chain(instance, newest).success
+    generate.late_delta(env.raw_dir, dt.date.fromisoformat(newest), "B-2026-09-21-02", new=10, restate=0, retract=0)
+    result = run_chain(instance, newest)
+    assert result.success, state.failure_text(result)
+    assert extracts.read(env, newest)["controls"][0] == 19
+    [check] = [e for e in result.get_asset_check_evaluations()
+               if e.check_name == "fct_order_lines_row_delta_within_bounds"]
+    assert check.passed and "grew with landing batches" in check.description, check.description
+
+
+def test_a_backfill_publishes_a_day_whose_late_batch_doubles_it_as_a_build_from_scratch_does(
+        env, instance, tmp_path, monkeypatch) -> None:
+    """Differential: the same final evidence (a day whose late delta brings 12 more lines to its 12) built from
+    scratch in one ranged run publishes 24 lines; the warehouse that published the first batch first publishes the
+    same once the late batch is backfilled (a review's case: it refused every backfill of the day)."""
+    import shutil
+
+    from atlasmart_assets import settings
+
+    day = "2026-09-04"
+    late = lambda raw: generate.late_delta(raw, dt.date.fromisoformat(day), "B-2026-09-04-02",  # noqa: E731
+                                           new=12, restate=0, retract=0)
+    scratch_raw = tmp_path / "scratch-raw"
+    shutil.copytree(env.raw_dir, scratch_raw)
+    late(scratch_raw)
+    with monkeypatch.context() as mp:
+        mp.setenv("ATLASMART_RAW_DIR", str(scratch_raw))
+        mp.setenv("ATLASMART_DATA_DIR", str(tmp_path / "scratch-data"))
+        assert run_chain(instance, "2026-09-01", "2026-09-10", {**BF, "dagster/backfill": "bf-scratch"}).success
+        from_scratch = extracts.read(settings.load(), day)
+    assert from_scratch["controls"][0] == 24
+    assert run_chain(instance, "2026-09-01", "2026-09-10", {**BF, "dagster/backfill": "bf-first"}).success
+    late(env.raw_dir)
+    result = run_chain(instance, day, day, BF)
+    assert result.success, state.failure_text(result)
+    assert extracts.read(env, day) == from_scratch
+
