@@ -218,9 +218,11 @@ def _stale(args: argparse.Namespace) -> int:
     from atlasmart_assets.resources import Warehouse
     from atlasmart_assets.window import Window
 
-    window = Window.of(args.start, args.end) if args.start else None
+    wh = Warehouse()
+    # --to alone: from the first partition (until 2026-12-07 it was dropped and every stale day listed).
+    window = Window.of(args.start or wh.settings.start_date.isoformat(), args.end) if args.start or args.end else None
     try:
-        days, unreadable = stale.stale_days(Warehouse(), window), None
+        days, unreadable = stale.stale_days(wh, window), None
     except stale.ReferenceUnreadable as exc:  # what the landing batches tell is shown, then the command fails
         days, unreadable = exc.days, exc
     if args.json:
@@ -269,8 +271,8 @@ def main(argv: list[str] | None = None) -> int:
     pl.add_argument("--png", help="write the before/after chart here")
     pl.set_defaults(func=_plan)
     st = sub.add_parser("stale", help="published days whose evidence changed since their publication (writes nothing)")
-    st.add_argument("--from", dest="start")
-    st.add_argument("--to", dest="end")
+    st.add_argument("--from", dest="start", help="first day (YYYY-MM-DD); default: the first partition")
+    st.add_argument("--to", dest="end", help="last day; default: --from alone, or every day when neither is given")
     st.add_argument("--json", action="store_true", help="a JSON list, one object per stale day: partition, reasons, ...")
     st.set_defaults(func=_stale)
     gen = sub.add_parser("generate", help="write deterministic raw evidence (see --help of atlasmart_assets.generate)")

@@ -7,13 +7,14 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from atlasmart_assets.contract import BATCH_NAME
+from atlasmart_assets.contract import BATCH_NAME, shown_id
 
 FIRST_BATCH = "customers"
 ATTRIBUTES = ("country", "tier")
@@ -48,13 +49,32 @@ def paths(raw_dir: Path) -> list[Path]:
     return [raw_dir / "customers.json", *later]
 
 
-def _date(value: Any, path: Path, customer: str, name: str) -> dt.date | None:
+# A bound is a date (its midnight, UTC) or a time with its zone; the join compares it with the order's time, so a
+# version that starts at noon is not in force in the morning (until 2026-12-07 a bound was cut to its date: a
+# review found a noon change re-tiering a morning order, and gaps or overlaps within a day accepted).
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_INSTANT = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:\d{2})")
+
+
+def _instant(value: Any, path: Path, customer: str, name: str) -> dt.datetime | None:
+    """A version's bound as a UTC time without zone (as order times are compared), or None for an open valid_to."""
     if value is None and name == "valid_to":
         return None
     try:
-        return dt.date.fromisoformat(str(value)[:10])
-    except ValueError as exc:
-        raise DimensionError(path, f"customer {customer}: {name} {value!r} is not a date") from exc
+        if isinstance(value, str) and _DATE.fullmatch(value):
+            return dt.datetime.combine(dt.date.fromisoformat(value), dt.time())
+        if isinstance(value, str) and _INSTANT.fullmatch(value):
+            return dt.datetime.fromisoformat(value).astimezone(dt.timezone.utc).replace(tzinfo=None)
+    except ValueError:
+        pass
+    raise DimensionError(path, f"customer {shown_id(customer)}: {name} {shown_id(repr(value))} is not a date "
+                               "(YYYY-MM-DD) or a time with its zone (YYYY-MM-DDThh:mm:ssZ)")
+
+
+def _shown(moment: dt.datetime | None) -> str:
+    if moment is None:
+        return "open"
+    return moment.date().isoformat() if moment.time() == dt.time() else f"{moment.isoformat()}Z"
 
 
 def _validate(path: Path, versions: list[dict[str, Any]]) -> None:
@@ -70,18 +90,20 @@ def _validate(path: Path, versions: list[dict[str, Any]]) -> None:
                 raise DimensionError(path, f"customer {v['customer_id']}: {name} is missing")
         by_customer.setdefault(v["customer_id"], []).append(v)
     for customer, rows in by_customer.items():
-        spans = sorted(((_date(r.get("valid_from"), path, customer, "valid_from"),
-                         _date(r.get("valid_to"), path, customer, "valid_to")) for r in rows),
+        spans = sorted(((_instant(r.get("valid_from"), path, customer, "valid_from"),
+                         _instant(r.get("valid_to"), path, customer, "valid_to")) for r in rows),
                        key=lambda s: s[0])
         for (start, end), (next_start, _) in zip(spans, spans[1:]):
             if end is None or end > next_start:
-                raise DimensionError(path, f"customer {customer}: versions overlap ({start}..{end or 'open'} and "
-                                           f"from {next_start})")
+                raise DimensionError(path, f"customer {customer}: versions overlap ({_shown(start)}..{_shown(end)} "
+                                           f"and from {_shown(next_start)})")
             if end < next_start:
-                raise DimensionError(path, f"customer {customer}: a gap between {end} and {next_start}")
+                raise DimensionError(path, f"customer {customer}: a gap between {_shown(end)} and "
+                                           f"{_shown(next_start)}")
         for start, end in spans:
             if end is not None and end <= start:
-                raise DimensionError(path, f"customer {customer}: valid_to {end} is not after valid_from {start}")
+                raise DimensionError(path, f"customer {customer}: valid_to {_shown(end)} is not after valid_from "
+                                           f"{_shown(start)}")
 
 
 def load(raw_dir: Path) -> list[DimensionBatch]:
@@ -110,14 +132,17 @@ def load(raw_dir: Path) -> list[DimensionBatch]:
 def effective(batches: list[DimensionBatch]) -> pd.DataFrame:
     """The SCD2 versions in force: each later batch replaces the whole history of every customer it lists."""
     current: dict[str, list[dict[str, Any]]] = {}
+    batch_of: dict[str, Path] = {}
     for batch in batches:
         listed: dict[str, list[dict[str, Any]]] = {}
         for v in batch.versions:
             listed.setdefault(v["customer_id"], []).append(v)
         current.update(listed)
+        batch_of.update({c: batch.path for c in listed})
     rows = [{"customer_id": c, "country": v["country"], "tier": v["tier"],
-             "valid_from": pd.Timestamp(str(v["valid_from"])[:10]),
-             "valid_to": pd.Timestamp(str(v["valid_to"])[:10]) if v.get("valid_to") else pd.NaT}
+             "valid_from": pd.Timestamp(_instant(v["valid_from"], batch_of[c], c, "valid_from")),
+             "valid_to": pd.Timestamp(_instant(v["valid_to"], batch_of[c], c, "valid_to")) if v.get("valid_to")
+             else pd.NaT}
             for c, versions in sorted(current.items()) for v in versions]
     return pd.DataFrame(rows, columns=["customer_id", "country", "tier", "valid_from", "valid_to"])
 

@@ -629,3 +629,14 @@ def test_a_backfill_publishes_a_day_whose_late_batch_doubles_it_as_a_build_from_
     assert result.success, state.failure_text(result)
     assert extracts.read(env, day) == from_scratch
 
+
+def test_stale_to_alone_lists_the_days_up_to_it(env, published, capsys) -> None:
+    """`atlasmart stale --to D` lists the stale days up to D; it was dropped, and every stale day listed (a review)."""
+    _publish_history(published)
+    generate.late_delta(env.raw_dir, dt.date(2026, 9, 18), "B-2026-09-18-02")
+    capsys.readouterr()
+    assert cli.main(["stale", "--to", "2026-09-17", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+    assert cli.main(["stale", "--to", "2026-09-18", "--json"]) == 0
+    assert [d["partition"] for d in json.loads(capsys.readouterr().out)] == ["2026-09-18"]
+
