@@ -553,6 +553,15 @@ def load_window(con: duckdb.DuckDBPyConnection, raw_dir: Path, window: Window,
         other = seen_batches.setdefault((rf.partition, rf.batch_id), rf.path)
         if other != rf.path:
             raise RawInputError(rf.path, rf.partition, f"extraction_batch {rf.batch_id!r} is also {other}")
+    latest: dict[str, RawFile] = {}
+    for rf in sorted(out, key=_latest_order):
+        prev = latest.get(rf.partition)
+        if prev is not None and prev.high_sequence == rf.high_sequence and prev.controls != rf.controls:
+            raise RawInputError(rf.path, rf.partition, f"source_high_sequence {rf.high_sequence} is also that of batch "
+                                                       f"{prev.batch_id} ({prev.path}), whose controls differ: which "
+                                                       "one the day reconciles to is ambiguous (a later extraction "
+                                                       "carries a higher source_high_sequence)")
+        latest[rf.partition] = rf
     record_batches(con, out)
     create_table(con, "candidate.reused_batches", REUSED_COLUMNS,
                  [(dt.date.fromisoformat(f.partition), f.batch_id, str(f.path)) for f in reused.values()])
@@ -570,13 +579,15 @@ def _num(value: Any) -> float:
     return float(value) if value is not None else 0.0
 
 
+def _latest_order(f: RawFile) -> tuple[str, int, str]:
+    return f.partition, f.high_sequence, f.batch_id
+
+
 def target(files: list[RawFile]) -> dict[str, RawFile]:
-    """Per day, the batch whose controls the day reconciles to: the one with the highest source_high_sequence."""
-    out: dict[str, RawFile] = {}
-    for f in files:
-        if f.partition not in out or f.high_sequence > out[f.partition].high_sequence:
-            out[f.partition] = f
-    return out
+    """Per day, the batch whose controls the day reconciles to: the one with the highest source_high_sequence, and
+    of batches tied on it (their controls are equal: load_window refuses others) the last by batch id, as
+    candidates.evidence picks it."""
+    return {f.partition: f for f in sorted(files, key=_latest_order)}
 
 
 def _foreign_lines(rf: RawFile, fig: Mapping[str, Any]) -> str | None:

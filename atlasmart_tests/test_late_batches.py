@@ -3,6 +3,7 @@ by a backfill of that day alone, with stale days shown before and cleared after.
 
 import datetime as dt
 import json
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -99,6 +100,33 @@ def test_a_tie_between_batches_is_refused_naming_both_files(env, instance, publi
     text = state.failure_text(result)
     assert not result.success and "raw_order_lines_merge_deterministic" in text
     assert str(path) in text and f"partition={DAY}.json" in text, text
+    assert state.snapshot(env) == before
+
+
+def test_batches_tied_on_source_high_sequence_are_refused_only_when_their_controls_differ(env, instance,
+                                                                                          published) -> None:
+    """Which batch a day reconciles to is the one with the highest source_high_sequence. A re-extraction at the same
+    sequence and the same controls is the same state (published); with other controls the day's latest batch is
+    ambiguous, refused naming both (the raw check and the controls audit picked different ones: a review)."""
+    _publish_history(published)
+    doc = json.loads((env.raw_dir / f"partition={DAY}.json").read_text())
+
+    def tied(batch: str, units: int = 0) -> Path:
+        manifest = {**doc["manifest"], "extraction_batch": batch,
+                    "controls": {**doc["manifest"]["controls"], "units": doc["manifest"]["controls"]["units"] + units}}
+        path = env.raw_dir / f"partition={DAY}" / f"{batch}.json"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(json.dumps({"manifest": manifest, "lines": doc["lines"]}))
+        return path
+
+    tied("B-2026-09-18-same")
+    result = run_chain(instance, DAY, DAY, BF)
+    assert result.success, state.failure_text(result)
+    before = state.snapshot(env)
+    path = tied("B-2026-09-18-other", units=1)
+    result = run_chain(instance, DAY, DAY, {**BF, "dagster/backfill": "bf-tied"})
+    text = state.failure_text(result)
+    assert not result.success and "ambiguous" in text and str(path) in text and "B-2026-09-18-01" in text, text
     assert state.snapshot(env) == before
 
 
