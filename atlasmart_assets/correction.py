@@ -456,7 +456,7 @@ def _correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool]
     stats = LockStats()
     run_id = scope.run.run_id
     progress.watch(lambda: capacity.paused_s(lowered))  # the scratch work paused beside today's load
-    ref = reference.load(wh)
+    ref = reference.load(wh, stats)
     if ref.problems:
         progress.end("read", f"refused by {ref.audit().check}; nothing published")
         return Outcome([ref.audit()], {}, None, {}, stats)

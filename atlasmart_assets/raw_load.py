@@ -247,12 +247,12 @@ def batch_lines(con: duckdb.DuckDBPyConnection, batches: str) -> dict[str, int]:
         f"select partition_date, coalesce(sum(records), 0) from {batches} group by 1").fetchall()}
 
 
-def published_lines(wh: Warehouse, window: Window) -> dict[str, int]:
+def published_lines(wh: Warehouse, window: Window, stats: LockStats | None = None) -> dict[str, int]:
     """Each published day's lines of the window as the ledger records them, to size reads of published history by
     (none before a first publish; one day is one read whatever its lines, so not looked up)."""
     if len(window.keys) == 1 or not wh.settings.warehouse_path.exists():
         return {}
-    with wh.reader() as con:
+    with wh.reader(stats=stats) as con:
         return {d.isoformat(): int(n or 0) for d, n in con.execute(
             "select partition_date, rows_after from audit.current_publications "
             "where partition_date between $start and $end", window.params).fetchall()}

@@ -14,6 +14,7 @@ from atlasmart_assets import deletions, dimension
 from atlasmart_assets.audits import Audit
 from atlasmart_assets.contract import STAGED_ORDER_LINES
 from atlasmart_assets.resources import Warehouse
+from atlasmart_assets.warehouse.connection import LockStats
 from atlasmart_assets.warehouse.rows import insert_rows
 
 REFERENCE_VALID = "staged_order_lines_reference_data_valid"
@@ -52,8 +53,9 @@ class Reference:
                               "requests_for_unknown_customers": unknown})
 
 
-def load(wh: Warehouse) -> Reference:
-    """Parse and validate; compare with what was first loaded (changed or vanished files are problems)."""
+def load(wh: Warehouse, stats: LockStats | None = None) -> Reference:
+    """Parse and validate; compare with what was first loaded (changed or vanished files are problems). `stats`:
+    the caller's lock figures, which count its read of what was first loaded."""
     ref = Reference()
     raw_dir = wh.settings.raw_dir
     try:
@@ -64,7 +66,7 @@ def load(wh: Warehouse) -> Reference:
         ref.requests = deletions.load(raw_dir)
     except deletions.RequestError as exc:
         ref.problems.append(str(exc))
-    with wh.reader() as con:
+    with wh.reader(stats=stats) as con:
         seen_batches = {r[0]: r for r in con.execute("select batch_id, file, sha256, first_run_id "
                                                      "from raw.dimension_batches").fetchall()}
         seen_requests = {r[0]: r for r in con.execute("select request_id, file, sha256, first_run_id "

@@ -40,9 +40,10 @@ __all__ = ["BACKFILL_POLICY", "CODE_VERSION", "KINDS", "SCRATCH_MAX_AGE_S", "che
 REFUSAL_MAX_BYTES = 4000
 
 
-def check_result(audit: Audit) -> dg.AssetCheckResult:
+def check_result(audit: Audit, extra: dict[str, float] | None = None) -> dg.AssetCheckResult:
     """The audit as Dagster's check result; its figures and text cut to the event budget (event_budget.py), so one
-    check event stays small however long the window."""
+    check event stays small however long the window. `extra`: figures of the step that evaluated it (its lock
+    figures)."""
     figures = bounded_figures(audit.figures)
     return dg.AssetCheckResult(
         asset_key=dg.AssetKey(list(audit.asset)),
@@ -50,7 +51,8 @@ def check_result(audit: Audit) -> dg.AssetCheckResult:
         passed=audit.passed,
         severity=dg.AssetCheckSeverity.ERROR if audit.severity == "ERROR" else dg.AssetCheckSeverity.WARN,
         description=cut_text(audit.description),
-        metadata={"figures": dg.MetadataValue.json(figures), "figures_readable": _figures_md(figures)},
+        metadata={"figures": dg.MetadataValue.json(figures), "figures_readable": _figures_md(figures),
+                  **(extra or {})},
     )
 
 
