@@ -159,11 +159,18 @@ def swap(cfg: Settings, version: str) -> None:
     if tmp.is_symlink():
         tmp.unlink()
     previous = current_version(cfg)
+    superseded = (cfg.versions_dir / previous / SUPERSEDED
+                  if previous and previous != version and (cfg.versions_dir / previous).is_dir() else None)
+    # Marked before the rename too: killed between the two, the version readers resolved a moment ago still has
+    # its grace (unmarked, it was judged by when it was built and removed at once: a review found it). The mark
+    # on the version still current is harmless: the current one is never removed.
+    if superseded is not None:
+        superseded.touch()
     os.symlink(os.path.join(cfg.versions_dir.name, version), tmp)
     os.replace(tmp, cfg.published_dir)
     _fsync_dir(cfg.data_dir)
-    if previous and previous != version and (cfg.versions_dir / previous).is_dir():
-        (cfg.versions_dir / previous / SUPERSEDED).touch()
+    if superseded is not None:
+        superseded.touch()  # its grace counts from the swap
 
 
 def clock(cfg: Settings) -> float:

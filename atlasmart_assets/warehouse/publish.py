@@ -382,16 +382,17 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
                 _refuse_if_line_ids_published_since(con, window, line_ids_as_of)
             extracts.complete(cfg, pub_id, texts)
             failpoint("staged_extracts")
-            may_erase = deletion_keys is not None and len(deletion_keys) > 0
-            if may_erase:
+            # What the commit erases, decided in this hold before it (nothing it writes first is another version's):
+            # the marker is written only for a commit that erases, so a crash after a commit that erased nothing
+            # never has its recovery remove superseded versions within their grace (a review found it did).
+            erase = _erasing(con, pub_id, before, after, deletion_keys)
+            if erase:
                 extracts.erasing(cfg, pub_id)
             commit_began = True
             with transaction(con):
-                keep, erase = _commit(con, pub_id, kind, run, code_version, window, before, after, restored or {},
-                                      cfg.retain_versions, ahead, reuse, deletion_keys)
+                keep = _commit(con, pub_id, kind, run, code_version, window, before, after, restored or {},
+                               cfg.retain_versions, ahead, reuse, erase)
             committed = True
-            if may_erase and not erase:
-                extracts.erased(cfg, pub_id)
             failpoint("committed")
             held_at("publish_committed", run.run_id)
             extracts.swap(cfg, pub_id)
@@ -438,10 +439,9 @@ def _extracts_ahead(cfg: Settings, pub_id: str, texts: dict[str, str]) -> None:
 
 def _commit(con: duckdb.DuckDBPyConnection, pub_id: str, kind: str, run: RunInfo, code_version: str,
             window: Window, before: dict[str, Current], after: dict[str, DayCandidate], restored: dict[str, str],
-            retain: int, written_ahead: bool, reuse: dict[str, str],
-            deletion_keys: pd.DataFrame | None) -> tuple[set[str], dict[str, list[str]]]:
-    """The one transaction's writes (the caller's transaction; scratch attached as `s`). Returns the publication
-    ids whose extracts are kept, and the days a deletion request erased."""
+            retain: int, written_ahead: bool, reuse: dict[str, str], erase: dict[str, list[str]]) -> set[str]:
+    """The one transaction's writes (the caller's transaction; scratch attached as `s`), erasing the other versions
+    of the days in `erase` (_erasing's). Returns the publication ids whose extracts are kept."""
     if not written_ahead:
         version = ledger.number_version(con, pub_id)
         for layer in ledger.VERSIONED:
@@ -457,13 +457,12 @@ def _commit(con: duckdb.DuckDBPyConnection, pub_id: str, kind: str, run: RunInfo
     ledger.write_rows(con, pub_id, kind, run, code_version, before, after, restored)
     ledger.record_storage(con, pub_id, after, reuse)
     con.execute("delete from audit.pending_versions where publication_id = $p", {"p": pub_id})
-    erase = _erasing(con, pub_id, before, after, deletion_keys)
     if erase:
         ledger.erase_earlier_versions(con, pub_id, erase)
     con.execute("delete from audit.corrections_in_progress where run_id = $run_id", {"run_id": run.run_id})
     if not written_ahead:
         ledger.prune_versions(con, retain, window)
-    return ledger.prune_history(con, retain, window), erase
+    return ledger.prune_history(con, retain, window)
 
 
 def restore_candidates(wh: Warehouse, scratch: Path, window: Window, targets: dict[str, str] | None = None,
