@@ -64,6 +64,16 @@ def test_the_read_floor_matches_the_manifests(tmp_path: Path) -> None:
     assert got["lines"] == sum(m["controls"]["lines"] for m in _manifests(raw))
 
 
+def test_the_floors_merge_now_and_before_give_the_same_controls(tmp_path: Path) -> None:
+    """`python -m bench.worker floor_merges` compares the floor's merge with the one it had before 2026-12-07: both
+    give every manifest's controls on evidence with retransmitted lines (only the time may differ)."""
+    from bench.worker import _floor_merges
+
+    raw = _evidence(tmp_path)
+    got = _floor_merges(argparse.Namespace(**vars(_args(raw, tmp_path / "m.json")), runs=1))
+    assert [g["matches_manifests"] for g in got.values()] == [True, True], got
+
+
 def test_a_floor_that_disagrees_with_a_manifest_is_flagged(tmp_path: Path) -> None:
     raw = _evidence(tmp_path)
     day = raw / f"partition={(START + dt.timedelta(days=2)).isoformat()}.json"

@@ -216,6 +216,14 @@ latest as (
 """ + CONTROLS_SQL.format(relation="latest")
 
 
+# The floor's merge until 2026-12-07, kept to compare with (`floor_merges`): a window ranking every record.
+FLOOR_WINDOW_SQL = FLOOR_SQL.split("-- The merge as")[0] + """latest as (
+    select * from lines
+    qualify row_number() over (partition by partition_date, line_id order by source_sequence desc) = 1
+)
+""" + CONTROLS_SQL.format(relation="latest")
+
+
 def _window_files(args: argparse.Namespace) -> list[str]:
     """Each day's first batch file (raw/partition=D.json) from --start to --end."""
     from atlasmart_assets.raw_files import path_for
@@ -262,6 +270,31 @@ def _floor(args: argparse.Namespace) -> dict[str, Any]:
     wall = time.perf_counter() - t0
     return {"wall_s": round(wall, 3), "days": len(rows), "lines": sum(r[1] for r in rows),
             "matches_manifests": _matches_manifests(files, rows)}
+
+
+def _floor_merges(args: argparse.Namespace) -> dict[str, Any]:
+    """The floor's query with its merge now and as it was (FLOOR_WINDOW_SQL), alternated `--runs` times each on the
+    same files: their medians, and that both give every manifest's controls."""
+    import duckdb
+
+    from atlasmart_assets.raw_files import object_size
+
+    files = _window_files(args)
+    params = {"files": files, "max_object_size": object_size(map(Path, files))}
+    walls: dict[str, list[float]] = {"losers (the floor)": [], "window (before 2026-12-07)": []}
+    matches = {}
+    for _ in range(args.runs):
+        for name, query in zip(walls, (FLOOR_SQL, FLOOR_WINDOW_SQL)):
+            t0 = time.perf_counter()
+            con = duckdb.connect()
+            rows = con.execute(query, params).fetchall()
+            con.close()
+            walls[name].append(round(time.perf_counter() - t0, 3))
+            matches[name] = _matches_manifests(files, rows)
+    out = {name: {"median_s": statistics.median(w), "walls": w, "matches_manifests": matches[name]}
+           for name, w in walls.items()}
+    print(json.dumps(out, indent=1))
+    return out
 
 
 # The write floor: the least a first load writes in this storage layout (tables of a DuckDB file, DuckDB's own
@@ -399,7 +432,7 @@ def _write_floor(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("mode", choices=("chain", "floor", "write_floor"))
+    parser.add_argument("mode", choices=("chain", "floor", "write_floor", "floor_merges"))
     parser.add_argument("--out", required=True)
     parser.add_argument("--start", required=True)
     parser.add_argument("--end")
@@ -412,7 +445,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--delay", type=float, default=0.0, help="seconds to wait (after imports) before the first run")
     parser.add_argument("--pause", type=float, default=0.0, help="seconds between two runs")
     args = parser.parse_args(argv)
-    result = {"chain": _chain_runs, "floor": _floor, "write_floor": _write_floor}[args.mode](args)
+    result = {"chain": _chain_runs, "floor": _floor, "write_floor": _write_floor,
+              "floor_merges": _floor_merges}[args.mode](args)
     Path(args.out).write_text(json.dumps(result, indent=1))
 
 
