@@ -172,5 +172,7 @@ def test_the_peak_memory_of_a_measured_run_is_that_of_its_process_tree(tmp_path:
     finally:
         release.touch()
         code, largest = bench_run.reap(proc, fh)
-    assert code == 0 and largest < 300, largest
+    # `largest` (ru_maxrss) is not asserted: a child starts on its parent's memory until it execs, and keeps that
+    # high-water mark (this test's xdist worker: 300+ MiB), which is why the tree's figure is measured apart.
+    assert code == 0, largest
     assert bench_run.tree_peak(proc) >= 380, bench_run.tree_peak(proc)

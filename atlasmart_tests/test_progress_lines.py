@@ -91,10 +91,10 @@ def test_a_wait_for_the_warehouse_is_said_apart_and_not_extrapolated(env, instan
     original = reference.load
     holders: list[subprocess.Popen] = []
 
-    def load(wh):  # type: ignore[no-untyped-def]
+    def load(wh, stats=None):  # type: ignore[no-untyped-def]
         if not holders:
             holders.append(_hold_until_waited_on(wh.settings.warehouse_path, 1.5))
-        return original(wh)
+        return original(wh, stats)
 
     monkeypatch.setattr(reference, "load", load)
     result = run_chain(instance, DAY)
@@ -217,10 +217,10 @@ def test_the_published_checks_fallback_goes_on_and_ends_done(env, instance, monk
     assert run_chain(instance, DAY).success
     original = published_mod.published_checks
 
-    def flaky(wh, window, give_way=None, checks=tuple(published_mod.CHECKED)):  # type: ignore[no-untyped-def]
+    def flaky(wh, window, give_way=None, checks=tuple(published_mod.CHECKED), stats=None):  # type: ignore[no-untyped-def]
         if len(checks) == 2:
             raise duckdb.IOException("IO Error: transient")
-        return original(wh, window, give_way, checks)
+        return original(wh, window, give_way, checks, stats)
 
     monkeypatch.setattr(published_mod, "published_checks", flaky)
     result = run_chain(instance, DAY)
