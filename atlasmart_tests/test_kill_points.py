@@ -5,12 +5,12 @@ afterwards (a crash review's cases, 2026-12-07: both failed on the code before).
 from __future__ import annotations
 
 import datetime as dt
-import multiprocessing
 import os
 import signal
+import subprocess
 import sys
 import time
-from typing import Any, Mapping
+from typing import Any
 
 import dagster as dg
 
@@ -20,7 +20,6 @@ from atlasmart_assets.recovery import recover_on_load
 from atlasmart_assets.resources import Warehouse
 from atlasmart_tests.evidence_edits import deletion_request
 
-_CONTEXT: list[Any] = []
 WINDOW = ("2026-09-18", "2026-09-20")
 TODAY = "2026-09-21"
 
@@ -41,31 +40,22 @@ def _kill_at(hook: str) -> None:
     setattr(module, attr, wrapped)
 
 
-def _forked(start: str, end: str, backfill: str, env: Mapping[str, str], hook: str) -> None:
-    for key in [k for k in os.environ if k.startswith("ATLASMART_")]:
-        del os.environ[key]
-    os.environ.update(env)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)
-    os.dup2(devnull, 2)
+def _killed(start: str, end: str, backfill: str, hook: str) -> int:
     _kill_at(hook)
     result = run_chain(dg.DagsterInstance.ephemeral(), start, end, {"dagster/backfill": backfill})
-    sys.exit(0 if result.success else 1)
+    return 0 if result.success else 1
 
 
 def killed_backfill(start: str, end: str, backfill: str, hook: str) -> int | None:
-    """A backfill of [start, end] in its own process (forked from a forkserver that imported the code location once,
-    as crash_worker's), SIGKILLed at `hook`; its exit code. The warehouse resource binds the ATLASMART_* variables
-    set when the forkserver loaded the definitions: each test here sets the same ones."""
-    if not _CONTEXT:
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["atlasmart_tests.test_kill_points", "atlasmart_assets.definitions"])
-        _CONTEXT.append(context)
-    env = {k: v for k, v in os.environ.items() if k.startswith("ATLASMART_")}
-    proc = _CONTEXT[0].Process(target=_forked, args=(start, end, backfill, env, hook), daemon=True)
-    proc.start()
-    proc.join(timeout=300)
-    return proc.exitcode
+    """A backfill of [start, end] in a fresh Python process with this test's environment, SIGKILLed at `hook`; its
+    exit code. Not forked from crash_worker's forkserver: that one binds the ATLASMART_* variables of the test that
+    first started it, and a test here setting others made a later crash_worker test's run fail (the clean-clone run
+    found it)."""
+    code = (f"import sys; from atlasmart_tests.test_kill_points import _killed; "
+            f"sys.exit(_killed({start!r}, {end!r}, {backfill!r}, {hook!r}))")
+    done = subprocess.run([sys.executable, "-c", code], env=dict(os.environ), stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL, timeout=300)
+    return done.returncode
 
 
 def test_a_kill_inside_the_swap_leaves_the_superseded_version_its_grace(env, published, monkeypatch) -> None:
