@@ -14,12 +14,13 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
 import dagster as dg
 
 from atlasmart_assets import pausable, waiting
 from atlasmart_assets.contract import BACKFILL_TAG, CURRENT_LANE, LANE_TAG
+from atlasmart_assets.settings import Settings
 
 ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
           dg.DagsterRunStatus.STARTED]
@@ -60,6 +61,11 @@ class GiveWay:
     # reads "about 1 s to go".
     say: Callable[[str], None] | None = None
     own: str | None = None  # the waiting run's id: never today's load, whatever its tags
+
+    @classmethod
+    def of_run(cls, context: Any, cfg: Settings, say: Callable[[str], None] | None) -> "GiveWay":
+        """A backfill step's or job's (`context`: Dagster's, with its instance and run), on the settings' bound."""
+        return cls(context.instance, cfg.backfill_give_way_s, say, context.run.run_id)
 
     def busy(self, unreadable: bool = False) -> bool:
         """Whether a current-lane run is queued or running; `unreadable` if the run storage cannot be read (locked
@@ -257,6 +263,13 @@ class Lowered:
     yielded: pausable.Pauses = field(default_factory=pausable.Pauses)
     say: Callable[[str], None] | None = None  # told when the work is paused for today's load, and goes on
     own: str | None = None  # the step's run id: never today's load, whatever its tags
+
+    @classmethod
+    def of_run(cls, context: Any, cfg: Settings, say: Callable[[str], None] | None) -> "Lowered":
+        """A backfill step's or job's scratch work (`context`: Dagster's, with its instance and run), as the
+        settings lower, pause and cap it."""
+        return cls(cfg.backfill_nice, context.instance, cfg.backfill_threads, cfg.backfill_give_way_s, say=say,
+                   own=context.run.run_id)
 
     def run(self, work: Callable[[], T], log: Callable[[str], None] | None = None) -> T:
         """`work()` lowered. Lines it logs through `pausable.relayed(log)` reach `log`, from a child too."""

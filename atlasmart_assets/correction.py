@@ -401,9 +401,14 @@ def _audit_candidates(wh: Warehouse, scope: RunScope, threads: int | None, curre
         con.close()
 
 
+def _batches_differ(cur: Current, evidence: dict[str, candidates.Evidence], day: str) -> bool:
+    """Whether `day`'s landing batches differ from those its current version `cur` read."""
+    return cur.input_sha256 != (evidence[day].digest if day in evidence else None)
+
+
 def _new_batches(current: dict[str, Current], evidence: dict[str, candidates.Evidence], days: list[str]) -> set[str]:
     """The published days whose landing batches differ from those their current version read."""
-    return {d for d in days if d in current and d in evidence and current[d].input_sha256 != evidence[d].digest}
+    return {d for d in days if d in current and _batches_differ(current[d], evidence, d)}
 
 
 def _new_evidence(current: dict[str, Current], evidence: dict[str, candidates.Evidence],
@@ -411,7 +416,7 @@ def _new_evidence(current: dict[str, Current], evidence: dict[str, candidates.Ev
     """The days not published yet, or whose landing batches or customer dimension differ from what their current
     version read. A new deletion request or release may change other days too: the audit finds those."""
     return [d for d in days if d not in current or current[d].dimension_version != dimension_version
-            or current[d].input_sha256 != (evidence[d].digest if d in evidence else None)]
+            or _batches_differ(current[d], evidence, d)]
 
 
 def _build_line(scope: RunScope, built: list[str], new: list[str], kept: unchanged.Kept) -> str:

@@ -132,18 +132,16 @@ def load(raw_dir: Path) -> list[DimensionBatch]:
 def effective(batches: list[DimensionBatch]) -> pd.DataFrame:
     """The SCD2 versions in force: each later batch replaces the whole history of every customer it lists."""
     current: dict[str, list[dict[str, Any]]] = {}
-    batch_of: dict[str, Path] = {}
     for batch in batches:
         listed: dict[str, list[dict[str, Any]]] = {}
         for v in batch.versions:
-            listed.setdefault(v["customer_id"], []).append(v)
+            c = v["customer_id"]
+            listed.setdefault(c, []).append({
+                "customer_id": c, "country": v["country"], "tier": v["tier"],
+                "valid_from": pd.Timestamp(_instant(v["valid_from"], batch.path, c, "valid_from")),
+                "valid_to": pd.Timestamp(_instant(v.get("valid_to"), batch.path, c, "valid_to"))})
         current.update(listed)
-        batch_of.update({c: batch.path for c in listed})
-    rows = [{"customer_id": c, "country": v["country"], "tier": v["tier"],
-             "valid_from": pd.Timestamp(_instant(v["valid_from"], batch_of[c], c, "valid_from")),
-             "valid_to": pd.Timestamp(_instant(v["valid_to"], batch_of[c], c, "valid_to")) if v.get("valid_to")
-             else pd.NaT}
-            for c, versions in sorted(current.items()) for v in versions]
+    rows = [v for _, versions in sorted(current.items()) for v in versions]
     return pd.DataFrame(rows, columns=["customer_id", "country", "tier", "valid_from", "valid_to"])
 
 

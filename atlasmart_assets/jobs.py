@@ -129,10 +129,9 @@ def _roll_back_and_report(context: dg.OpExecutionContext, config: RollbackConfig
     else:
         pub = rollback_mod.rollback(warehouse, config.start, config.end, config.reason, context.run.run_id,
                                     config.to_publication, progress,
-                                    capacity.GiveWay(context.instance, warehouse.settings.backfill_give_way_s,
-                                                     lambda line: log(f"rollback: {line}"), context.run.run_id),
-                                    stats,
-                                    context.run.tags)
+                                    capacity.GiveWay.of_run(context, warehouse.settings,
+                                                            lambda line: log(f"rollback: {line}")),
+                                    stats, context.run.tags)
     context.log.info(f"rolled back {pub.window}: publication {pub.publication_id}, {len(pub.changed)} partition(s) "
                      f"changed: {short_window(pub.changed) or 'none'}")
     with warehouse.reader(stats=stats) as con:
@@ -188,14 +187,13 @@ class PlanConfig(dg.Config):
 def plan_backfill(context: dg.OpExecutionContext, config: PlanConfig, warehouse: Warehouse) -> None:
     """Compute, without publishing, what a backfill of [start, end] would touch and change."""
     progress = Progress(context.log.info, plan.header(config.start, config.end), plan.PHASES)
-    cfg, own = warehouse.settings, context.run.run_id
+    cfg = warehouse.settings
     with progress.stopping():
         # A plan parses and builds what the backfill would: it gives way to today's load as the backfill does.
         p = plan.make(warehouse, asset_graph(), config.start, config.end, config.assets,
                       fence_override=config.fence_override, progress=progress,
-                      lowered=capacity.Lowered(cfg.backfill_nice, context.instance, cfg.backfill_threads,
-                                               cfg.backfill_give_way_s, say=context.log.info, own=own),
-                      give_way=capacity.GiveWay(context.instance, cfg.backfill_give_way_s, context.log.info, own))
+                      lowered=capacity.Lowered.of_run(context, cfg, context.log.info),
+                      give_way=capacity.GiveWay.of_run(context, cfg, context.log.info))
         context.log.info(plan.markdown(p, plan.PLAN_TEXT_MAX_BYTES))
         progress.writing_events("the plan's observation and its chart")
         context.log_event(dg.AssetObservation(asset_key=["fact", "fct_order_lines"],

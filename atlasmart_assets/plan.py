@@ -67,9 +67,9 @@ def _reach(graph: Any, selected: list[str]) -> list[str]:
     todo = [dg.AssetKey.from_user_string(s) for s in selected]
     unknown = [s for s, key in zip(selected, todo) if not graph.has(key)]
     if unknown:
-        raise ValueError(f"no asset {shown_id(repr(unknown[0]))} in the code location"
-                         + (f" (and {len(unknown) - 1:,} more unknown)" if len(unknown) > 1 else "")
-                         + f"; its assets: {', '.join(sorted(k.to_user_string() for k in graph.materializable_asset_keys))}")
+        known = ", ".join(sorted(k.to_user_string() for k in graph.materializable_asset_keys))
+        more = f" (and {len(unknown) - 1:,} more unknown)" if len(unknown) > 1 else ""
+        raise ValueError(f"no asset {shown_id(repr(unknown[0]))} in the code location{more}; its assets: {known}")
     seen: set[dg.AssetKey] = set()
     while todo:
         key = todo.pop()

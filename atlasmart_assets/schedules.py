@@ -86,14 +86,13 @@ def _observe_first(instance: dg.DagsterInstance, wh: Warehouse, day: str) -> dg.
     version = raw_files.batch_set_version(wh.settings.raw_dir, day)
     if version is None or observed_versions(instance, dg.AssetKey(list(LANDING_BATCHES)), {day}).get(day) == version:
         return None
-    run_key = f"observe-before-catch-up-{day}-{version}"
-    tried = instance.get_runs(dg.RunsFilter(tags={"dagster/run_key": run_key}), limit=1)
     # Any observation in flight (ours, or the schedule's) observes the day: wait for it rather than run a second.
     observing = instance.get_runs(dg.RunsFilter(job_name=observe_landing_job.name, statuses=IN_FLIGHT), limit=1)
     if observing:
         return dg.SkipReason(f"observing the landing batches of {day} first (run {observing[0].run_id}), so a later "
                              "batch shows its partitions 'upstream changed'")
-    if not tried:
+    run_key = f"observe-before-catch-up-{day}-{version}"
+    if not instance.get_runs(dg.RunsFilter(tags={"dagster/run_key": run_key}), limit=1):
         # Today's load waits on it: dequeued as the current lane is, before backfill runs (not in the lane's slots).
         return dg.RunRequest(run_key=run_key, job_name=observe_landing_job.name,
                              tags={TRIGGER_TAG: "catch_up", PRIORITY_TAG: CURRENT_LANE_TAGS[PRIORITY_TAG]})

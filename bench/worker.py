@@ -185,7 +185,7 @@ order by partition_date
 # The raw files read as the parse reads them (raw_files.read_params): as documents, whatever their line breaks, with
 # a buffer sized to the largest file. Until this release the floor read 'auto' with a 1 GB buffer: 8.6-8.7 s against
 # 5.4-6.4 s for the year, a floor about 40 % above what DuckDB's read of the files needs.
-FLOOR_SQL = """
+FLOOR_READ_SQL = """
 with docs as (
     select manifest.partition as partition_date, lines
     from read_json($files, format = 'unstructured', maximum_object_size = $max_object_size,
@@ -196,6 +196,9 @@ with docs as (
 lines as (
     select partition_date, unnest(lines, recursive := true) from docs
 ),
+"""
+
+FLOOR_SQL = FLOOR_READ_SQL + """
 -- The merge as the product's (merge_losers.sql) and the write floor's: the records that lose, looked for only among
 -- the keys held more than once. Until 2026-12-07 a window over every record: 1.55 s against 1.38 s for 121 days
 -- (median of 3 each, side by side, the same controls; a review found the floor flattering every ratio by that).
@@ -217,7 +220,7 @@ latest as (
 
 
 # The floor's merge until 2026-12-07, kept to compare with (`floor_merges`): a window ranking every record.
-FLOOR_WINDOW_SQL = FLOOR_SQL.split("-- The merge as")[0] + """latest as (
+FLOOR_WINDOW_SQL = FLOOR_READ_SQL + """latest as (
     select * from lines
     qualify row_number() over (partition by partition_date, line_id order by source_sequence desc) = 1
 )

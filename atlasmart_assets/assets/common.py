@@ -124,6 +124,5 @@ def step_capacity(context: dg.AssetExecutionContext, warehouse: Warehouse, scope
     say = window_log(context, scope)
     return StepCapacity(
         threads, niceness,
-        capacity.Lowered(lowered_by, context.instance, cfg.backfill_threads, cfg.backfill_give_way_s, say=say,
-                         own=own) if backfill else None,
-        capacity.GiveWay(context.instance, cfg.backfill_give_way_s, say, own) if backfill else None)
+        capacity.Lowered.of_run(context, cfg, say) if backfill else None,
+        capacity.GiveWay.of_run(context, cfg, say) if backfill else None)

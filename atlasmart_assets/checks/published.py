@@ -27,8 +27,7 @@ def _window(context: dg.AssetCheckExecutionContext, wh: Warehouse) -> tuple[Wind
     backfill's give-way to today's load."""
     keys = daily_partitions.get_partition_keys()
     scope = scope_of(context.run.run_id, context.run.tags, [keys[0], keys[-1]])
-    give_way = (capacity.GiveWay(context.instance, wh.settings.backfill_give_way_s, window_log(context, scope),
-                                 context.run.run_id) if scope.is_backfill else None)
+    give_way = capacity.GiveWay.of_run(context, wh.settings, window_log(context, scope)) if scope.is_backfill else None
     return scope.window, give_way
 
 
