@@ -29,6 +29,12 @@ def number(value: Any) -> int | float:
     return int(value)
 
 
+def extracted_instant(value: str) -> dt.datetime:
+    """The instant an extracted_at names (one without an offset is UTC's), to compare batches' extractions."""
+    stamp = dt.datetime.fromisoformat(value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value)
+    return stamp if stamp.tzinfo is not None else stamp.replace(tzinfo=dt.timezone.utc)
+
+
 @dataclass(frozen=True)
 class Evidence:
     """A day's landing batches (ordered by source_high_sequence) and what the day reconciles to."""
@@ -38,7 +44,9 @@ class Evidence:
 
     @property
     def as_of(self) -> str | None:
-        return self.batches[-1].get("extracted_at") if self.batches else None
+        """The newest of the batches' extracted_at (a re-extraction may carry the same source_high_sequence)."""
+        stamps = [b["extracted_at"] for b in self.batches if b.get("extracted_at")]
+        return max(reversed(stamps), key=extracted_instant) if stamps else None
 
     @property
     def high_sequence(self) -> int | None:

@@ -188,6 +188,15 @@ def _outcome(run_id: str, ui: bool) -> str:
     return text
 
 
+def _refused(exc: Exception) -> bool:
+    """A refusal the command reports in a line (exit 2): bad arguments, or evidence that names its file and problem."""
+    from atlasmart_assets.deletions import RequestError
+    from atlasmart_assets.dimension import DimensionError
+    from atlasmart_assets.raw_files import RawInputError
+
+    return isinstance(exc, (ValueError, RuntimeError, RawInputError, DimensionError, RequestError))
+
+
 def _user_message(error: Any) -> str:
     """The innermost cause of a step failure: the operator's error, not Dagster's wrapper."""
     while getattr(error, "cause", None) is not None:
@@ -210,6 +219,8 @@ def _plan(args: argparse.Namespace) -> int:
     if args.png and p.impact:
         with open(args.png, "wb") as fh:
             fh.write(plan.png(p))
+    elif args.png:
+        print(f"atlasmart plan: no chart written to {args.png}: no day of the window is in scope", file=sys.stderr)
     return 0
 
 
@@ -287,7 +298,9 @@ def main(argv: list[str] | None = None) -> int:
     except CommandFailed as exc:
         print(f"atlasmart {args.command}: {exc}", file=sys.stderr)
         return exc.code
-    except (ValueError, RuntimeError) as exc:
+    except Exception as exc:
+        if not _refused(exc):
+            raise
         print(f"atlasmart {args.command}: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

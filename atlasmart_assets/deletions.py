@@ -43,7 +43,13 @@ class DeletionRequest:
 
 
 def _parse(path: Path) -> DeletionRequest:
-    data = path.read_bytes()
+    if path.suffix != ".json" or not REQUEST_ID.match(path.stem):
+        raise RequestError(path, "is not named as a deletion request: <request_id>.json (letters, digits, '_', '.', "
+                                 "'-'); every entry of raw/deletions/ is one")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise RequestError(path, f"cannot be read: {exc.strerror or exc}") from exc
     try:
         doc = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -70,7 +76,8 @@ def _parse(path: Path) -> DeletionRequest:
 
 def load(raw_dir: Path) -> list[DeletionRequest]:
     folder = raw_dir / "deletions"
-    return [_parse(p) for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
+    # Every entry, not *.json only: an erasure saved as DR-7.JSON passed over in silence would publish its subject.
+    return [_parse(p) for p in sorted(folder.iterdir())] if folder.is_dir() else []
 
 
 def keys(requests: list[DeletionRequest]) -> pd.DataFrame:

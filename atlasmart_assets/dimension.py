@@ -45,7 +45,8 @@ class DimensionBatch:
 
 
 def paths(raw_dir: Path) -> list[Path]:
-    later = sorted((raw_dir / "customers").glob("*.json")) if (raw_dir / "customers").is_dir() else []
+    """The first batch and every entry of raw/customers/ (one not named as a batch is refused, not passed over)."""
+    later = sorted((raw_dir / "customers").iterdir()) if (raw_dir / "customers").is_dir() else []
     return [raw_dir / "customers.json", *later]
 
 
@@ -111,12 +112,15 @@ def load(raw_dir: Path) -> list[DimensionBatch]:
     for path in paths(raw_dir):
         if not path.is_file():
             raise DimensionError(path, "the dimension's first batch is missing")
-        if path.parent.name == "customers" and not BATCH_NAME.fullmatch(path.stem):
+        if path.parent.name == "customers" and (path.suffix != ".json" or not BATCH_NAME.fullmatch(path.stem)):
             raise DimensionError(path, "a dimension batch is named <batch_id>.json (letters, digits, '_', '.', '-')")
         if path.parent.name == "customers" and path.stem == FIRST_BATCH:
             raise DimensionError(path, f"a later dimension batch cannot be named {FIRST_BATCH!r}, the id of the first "
                                        f"batch (raw/{FIRST_BATCH}.json): name it by its own batch id")
-        data = path.read_bytes()
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise DimensionError(path, f"cannot be read: {exc.strerror or exc}") from exc
         try:
             doc = json.loads(data)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:

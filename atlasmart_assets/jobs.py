@@ -144,7 +144,7 @@ def _roll_back_and_report(context: dg.OpExecutionContext, config: RollbackConfig
     if not notice.exists():  # an attempt that committed and stopped before writing it
         with warehouse.reader(stats=stats) as con:
             notices.write(warehouse.settings, con, pub.publication_id,
-                          rollback_mod.run_info(context.run.run_id, config.reason, context.run.tags), pub.after)
+                          rollback_mod.run_info(context.run.run_id, config.reason, context.run.tags))
     notice = notice if notice.exists() else None
     newest = max(pub.after)
     run_wide = {"publication_id": pub.publication_id, "kind": "rollback", "window": str(pub.window),

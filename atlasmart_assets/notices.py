@@ -129,18 +129,33 @@ def _neighbours(con: duckdb.DuckDBPyConnection, cfg: Settings, days: Sequence[st
     return out
 
 
-def _previous_batches(con: duckdb.DuckDBPyConnection, after: Mapping[str, Any] | None,
-                      replaced: Mapping[str, str]) -> dict[str, set[str]]:
+def _ledger_rows(con: duckdb.DuckDBPyConnection, columns: str, pubs: Mapping[str, str]) -> list[tuple[Any, ...]]:
+    """`columns` of the ledger's row of each day's publication in `pubs` (day -> publication id)."""
+    if not pubs:
+        return []
+    days = sorted(pubs)
+    return con.execute(f"select p.partition_date::varchar, {columns} from audit.publications p join (select "
+                       "unnest($days::date[]) as partition_date, unnest($pubs::varchar[]) as publication_id) "
+                       "using (partition_date, publication_id) order by p.partition_date",
+                       {"days": days, "pubs": [pubs[d] for d in days]}).fetchall()
+
+
+def _previous_batches(con: duckdb.DuckDBPyConnection, replaced: Mapping[str, str]) -> dict[str, set[str]]:
     """Per day, the landing batches the publication it replaced read (`replaced`: the one before the notice's first
     publication of the day), to say which batches the correction added."""
-    if not after or not replaced:
-        return {}
-    days = sorted(replaced)
-    rows = con.execute("select p.partition_date::varchar, p.input_batches from audit.publications p join (select "
-                       "unnest($days::date[]) as partition_date, unnest($pubs::varchar[]) as publication_id) "
-                       "using (partition_date, publication_id)",
-                       {"days": days, "pubs": [replaced[d] for d in days]}).fetchall()
-    return {d: {b["batch"] for b in json.loads(batches)} for d, batches in rows if batches}
+    return {d: {b["batch"] for b in json.loads(batches)}
+            for d, batches in _ledger_rows(con, "p.input_batches", replaced) if batches}
+
+
+def _evidence(con: duckdb.DuckDBPyConnection, latest: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """What each day's latest publication of the notice read, as its ledger row keeps it (every run's days, not
+    only those of the run that writes the notice: a backfill of several runs rewrites one notice)."""
+    rows = _ledger_rows(con, "p.input_batches, p.dimension_version, p.requests_applied, p.input_sha256, "
+                             "p.source_high_sequence", latest)
+    return {day: {"input_batches": json.loads(batches) if batches else (), "dimension_version": dimension,
+                  "requests_applied": json.loads(requests) if requests else (), "input_sha256": sha,
+                  "source_high_sequence": high}
+            for day, batches, dimension, requests, sha, high in rows}
 
 
 # Request ids named per day in a notice: requests accumulate, and a year's notice listing 3,000 on each day was 12 MB.
@@ -155,30 +170,29 @@ def _some(requests: Sequence[str]) -> str:
                     else "")
 
 
-def _inputs(after: Mapping[str, Any] | None, previous: Mapping[str, set[str]] | None = None) -> dict[str, str]:
-    """What each day read, from the publish's candidates: its landing batches (those new since the day's previous
-    publication marked "added"), the dimension version and the deletion requests applied."""
+def _inputs(evidence: Mapping[str, Mapping[str, Any]], previous: Mapping[str, set[str]]) -> dict[str, str]:
+    """What each day read: its landing batches (those new since the day's previous publication marked "added"), the
+    dimension version and the deletion requests applied."""
     out: dict[str, str] = {}
-    for day, cand in sorted((after or {}).items()):
-        batches = getattr(cand, "input_batches", None) or ()
+    for day, ev in sorted(evidence.items()):
+        batches = ev["input_batches"]
         if batches:
-            seen = (previous or {}).get(day)
+            seen = previous.get(day)
             out[day] = "; ".join(
                 f"{b.get('batch', '?')} (sha256 {str(b.get('sha256', ''))[:12]}, high sequence "
                 f"{b.get('source_high_sequence', '?')}){' — added' if seen is not None and b.get('batch') not in seen else ''}"
                 for b in batches)
-            if getattr(cand, "dimension_version", None):
-                out[day] += f"; dimension version {cand.dimension_version}"
-            if getattr(cand, "requests_applied", None):
-                out[day] += f"; deletion requests applied: {_some(cand.requests_applied)}"
-        elif getattr(cand, "input_sha256", None):
-            out[day] = (f"raw sha256 {cand.input_sha256[:12]}, source high sequence "
-                        f"{getattr(cand, 'source_high_sequence', None)}")
+            if ev["dimension_version"]:
+                out[day] += f"; dimension version {ev['dimension_version']}"
+            if ev["requests_applied"]:
+                out[day] += f"; deletion requests applied: {_some(list(ev['requests_applied']))}"
+        elif ev["input_sha256"]:
+            out[day] = f"raw sha256 {ev['input_sha256'][:12]}, source high sequence {ev['source_high_sequence']}"
     return out
 
 
 def collect(con: duckdb.DuckDBPyConnection, cfg: Settings, publication_id: str, backfill_id: str | None = None,
-            after: Mapping[str, Any] | None = None, tags: Mapping[str, str] | None = None,
+            tags: Mapping[str, str] | None = None,
             requested_by: str | None = None, also: Mapping[str, Sequence[str]] | None = None) -> Notice | None:
     """The notice of one publication (with, per day, the publications `also` names: a retried run's earlier
     attempts' it walked back through), or of every publication of `backfill_id` (its file is named after the
@@ -217,7 +231,8 @@ def collect(con: duckdb.DuckDBPyConnection, cfg: Settings, publication_id: str, 
         published_at=f"{last[4]:%Y-%m-%d %H:%M:%S} UTC" if last[4] else "", reason=last[7],
         requested_by=requested_by, fence_override=last[8], code_version=last[9],
         changes=changes, neighbours=_neighbours(con, cfg, sorted(latest), rows[0][0], set(latest)),
-        inputs=_inputs(after, _previous_batches(con, after, {d: r[20] for d, r in first.items() if r[20]})),
+        inputs=_inputs(_evidence(con, {d: r[2] for d, r in latest.items()}),
+                       _previous_batches(con, {d: r[20] for d, r in first.items() if r[20]})),
         tags=dict(tags or {}),
         ui_base_url=os.environ.get(UI_BASE_URL_ENV, DEFAULT_UI_BASE_URL))
 
@@ -310,15 +325,15 @@ def _write_file(path: Path, text: str) -> Path:
 
 
 def write_for(con: duckdb.DuckDBPyConnection, cfg: Settings, publication_id: str, backfill_id: str | None = None,
-              after: Mapping[str, Any] | None = None, tags: Mapping[str, str] | None = None,
+              tags: Mapping[str, str] | None = None,
               requested_by: str | None = None, also: Mapping[str, Sequence[str]] | None = None) -> Path | None:
     """Collect and write the notice of a publication (or of its backfill); None if the ledger holds no row."""
-    notice = collect(con, cfg, publication_id, backfill_id, after, tags, requested_by, also)
+    notice = collect(con, cfg, publication_id, backfill_id, tags, requested_by, also)
     return _write_file(cfg.notices_dir / notice.name, markdown(notice)) if notice else None
 
 
 def write(cfg: Settings, con: duckdb.DuckDBPyConnection, publication_id: str, run: RunInfo,
-          after: Mapping[str, Any] | None = None, also: Mapping[str, Sequence[str]] | None = None) -> Path | None:
+          also: Mapping[str, Sequence[str]] | None = None) -> Path | None:
     """The publish's one call, after the swap: the notice of this publication, named after its backfill if any;
     `also`: the earlier publications it covers too (a retried run's attempts', by the run after its publish)."""
-    return write_for(con, cfg, publication_id, run.backfill_id, after, dict(run.tags), run.requested_by, also)
+    return write_for(con, cfg, publication_id, run.backfill_id, dict(run.tags), run.requested_by, also)

@@ -212,6 +212,11 @@ def make(wh: Warehouse, graph: Any, start: str, end: str | None = None,
                 impact, stale_now, unjudged)
 
 
+def _now(value: Any) -> Any:
+    """A day's published figure, or "unpublished" for a day the backfill publishes first."""
+    return "unpublished" if value is None else value
+
+
 def markdown(plan: Plan, max_bytes: int | None = None) -> str:
     """The plan as an operator reads it. Within `max_bytes` (as the UI's event stores it; None: whole, as the
     command prints it) the table shows whole rows, then one saying how many days it leaves out, and the partitions
@@ -224,12 +229,12 @@ def markdown(plan: Plan, max_bytes: int | None = None) -> str:
     head.append(f"\nAssets the correction reaches: {', '.join(plan.assets)}")
     if plan.stale:
         head.append(cut("\nStale in this window (evidence changed since publication): " +
-                        "; ".join(f"{d} ({', '.join(r)})" for d, r in sorted(plan.stale.items()))))
+                        "; ".join(f"{d} ({', '.join(md(x) for x in r)})" for d, r in sorted(plan.stale.items()))))
     if plan.stale_unjudged:
         head.append(cut(f"\n:warning: Stale days not judged in full: {md(plan.stale_unjudged)}"))
     head.append("\n| partition | rows now → after | controls now → after | lines +/-/~ | tier/country changes | changes |")
     head.append("|---|---|---|---|---|---|")
-    rows = [f"| {d} | {i.rows_now} → {i.rows_after} | {i.controls_now} → {i.controls_after} | "
+    rows = [f"| {d} | {_now(i.rows_now)} → {i.rows_after} | {_now(i.controls_now)} → {i.controls_after} | "
             f"+{i.lines_added} / -{i.lines_removed} / ~{i.lines_changed} | {i.lines_tier_or_country_changed} | "
             f"{'yes' if i.changed else 'no'} |" for d, i in plan.impact.items()]
     guarded = {**plan.neighbours, **plan.protected}

@@ -435,7 +435,7 @@ def _is_timestamp(value: Any) -> bool:
     if not isinstance(value, str) or len(value) > 64 or value[10:11] not in ("T", "t", " "):
         return False
     try:
-        dt.datetime.fromisoformat(value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value)
+        candidates.extracted_instant(value)
     except ValueError:
         return False
     return True
@@ -686,6 +686,11 @@ def assess(raw_files: list[RawFile], found: Measures) -> tuple[dict[str, dict[st
         foreign = _foreign_lines(rf, fig)
         if foreign:
             findings.append(Finding("raw_order_lines_match_manifest", rf.partition, rf.path, foreign))
+        if fig.get("max_sequence") is not None and fig["max_sequence"] > rf.high_sequence:
+            findings.append(Finding("raw_order_lines_match_manifest", rf.partition, rf.path,
+                                    f"its lines reach source_sequence {fig['max_sequence']}, above the manifest's "
+                                    f"source_high_sequence {rf.high_sequence}: the manifest does not say which "
+                                    "evidence the batch holds"))
         if fig.get("records", 0) != rf.manifest["records"]:
             findings.append(Finding("raw_order_lines_match_manifest", rf.partition, rf.path,
                                     f"manifest says records={rf.manifest['records']}, the batch holds "

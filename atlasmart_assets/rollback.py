@@ -47,9 +47,14 @@ def _targets(wh: Warehouse, window: Window, to_publication: str | None,
     if missing:
         raise ValueError(f"cannot roll back {window}: partitions {window_label(missing)} were never published")
     if to_publication:
+        named = shown_id(repr(to_publication))  # quoted: a newline or a terminal escape in it is shown, not obeyed
         for p in window.keys:
             if not found[p].to_found:
-                raise ValueError(f"publication {shown_id(to_publication)} did not publish partition {p}")
+                raise ValueError(f"publication {named} did not publish partition {p}")
+        already = [p for p in window.keys if to_publication in (found[p].current, found[p].shown)]
+        if already:
+            raise ValueError(f"cannot roll back {window} to publication {named}: partition(s) {window_label(already)} "
+                             "already show it; name an earlier publication, or leave those days out of the window")
         return {p: to_publication for p in window.keys}, now
     out = {}
     for p in window.keys:

@@ -394,3 +394,46 @@ def test_a_rollback_never_publishes_a_requested_subject_while_the_requests_canno
     assert ("DR-0002.json" in err and "fix the file first" in err) if unreadable.startswith("another") else \
         "'DR-0001'" in err, err
     assert state.table_rows(env, "fact.fct_order_lines", f"customer_id = '{subject}' and partition_date = '{day}'") == []
+
+
+@pytest.mark.parametrize("folder", ["deletions", "customers"])
+def test_an_entry_of_the_reference_folders_that_cannot_be_read_is_refused_naming_it(env, instance, published, capsys,
+                                                                                     folder) -> None:
+    """A directory where a deletion request or a dimension batch should be (a file without read permission is
+    alike for a user who is not root): refused by the reference check, the stale list and the rollback, naming the
+    file, nothing published moved. Until 2026-12-07 each met a bare IsADirectoryError (a review found it)."""
+    published(HISTORY, (NEWEST, None))
+    (env.raw_dir / folder).mkdir(exist_ok=True)
+    bad = env.raw_dir / folder / "X-dir.json"
+    bad.mkdir()
+    before = state.snapshot(env)
+    capsys.readouterr()
+    assert cli.main(["stale", "--json"]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and "cannot be read" in err and "Traceback" not in err, err
+    result = run_chain(instance, "2026-09-18", "2026-09-18", BF)
+    assert not result.success
+    [check] = [e for e in result.get_asset_check_evaluations()
+               if e.check_name == "staged_order_lines_reference_data_valid"]
+    assert not check.passed and str(bad) in (check.description or ""), check.description
+    assert cli.main(["rollback", "--from", "2026-09-18", "--reason", "undo"]) == 2
+    assert str(bad) in capsys.readouterr().err
+    assert state.snapshot(env) == before
+
+
+@pytest.mark.parametrize("name", ["DR-0007.JSON", "DR-0007.json.bak", ".DR-0007.json"])
+def test_a_deletion_request_not_named_as_one_is_refused_not_passed_over(env, instance, published, capsys,
+                                                                        name) -> None:
+    """An erasure saved under another name (DR-0007.JSON) was passed over in silence, and its subject's lines
+    published (a review found it): every entry of raw/deletions/ is a request named <request_id>.json."""
+    published(HISTORY, (NEWEST, None))
+    path = deletion_request(env.raw_dir, "DR-0007", customer_id="C00004")
+    path = path.rename(path.with_name(name))
+    capsys.readouterr()
+    assert cli.main(["stale", "--json"]) == 2
+    assert str(path) in capsys.readouterr().err
+    result = run_chain(instance, "2026-09-18", "2026-09-18", BF)
+    assert not result.success
+    said = [state.failure_text(result), *(e.description or "" for e in result.get_asset_check_evaluations()
+                                           if not e.passed)]
+    assert any(str(path) in text for text in said), said

@@ -668,3 +668,44 @@ def test_stale_to_alone_lists_the_days_up_to_it(env, published, capsys) -> None:
     assert cli.main(["stale", "--to", "2026-09-18", "--json"]) == 0
     assert [d["partition"] for d in json.loads(capsys.readouterr().out)] == ["2026-09-18"]
 
+
+
+def test_a_batch_whose_lines_pass_its_manifests_high_sequence_is_refused_naming_it(env, instance, published) -> None:
+    """A late delta whose manifest says source_high_sequence H-1 but whose line carries H+50 (moving the line to
+    another customer, the controls unchanged): the manifest does not say which evidence the batch holds. Accepted,
+    the record won the merge while the extract's input named the first batch's high sequence (a review found it)."""
+    _publish_history(published)
+    first = json.loads((env.raw_dir / f"partition={DAY}.json").read_text())
+    high = first["manifest"]["source_high_sequence"]
+    line = first["lines"][0]
+    other = next(x["customer_id"] for x in first["lines"] if x["customer_id"] != line["customer_id"])
+    path = env.raw_dir / f"partition={DAY}" / "B-2026-09-18-02.json"
+    path.parent.mkdir()
+    manifest = {**first["manifest"], "extraction_batch": "B-2026-09-18-02", "kind": "delta",
+                "extracted_at": "2026-09-25T01:00:00Z", "source_high_sequence": high - 1, "records": 1}
+    path.write_text(json.dumps({"manifest": manifest, "lines": [
+        {**line, "customer_id": other, "source_sequence": high + 50}]}))
+    before = state.snapshot(env)
+    result = run_chain(instance, DAY, DAY, BF)
+    assert not result.success
+    text = state.failure_text(result)
+    assert str(path) in text and f"source_sequence {high + 50}" in text and f"source_high_sequence {high - 1}" in text
+    assert state.snapshot(env) == before
+
+
+def test_as_of_is_the_newest_extraction_of_the_day_s_batches(env, instance, published) -> None:
+    """A re-extraction of the same state (same high sequence and controls: the tie rule accepts it) a week later,
+    whose batch id sorts before the first's: `as_of` is the newest batch's extracted_at (until 2026-12-07 it was
+    that of the batch that sorts last, by name among tied ones)."""
+    _publish_history(published)
+    doc = json.loads((env.raw_dir / f"partition={DAY}.json").read_text())
+    path = env.raw_dir / f"partition={DAY}" / "A-2026-09-18-rerun.json"
+    path.parent.mkdir()
+    # The same instant in another zone than the first batch's Z, one second later: compared as times, not text.
+    path.write_text(json.dumps({"manifest": {**doc["manifest"], "extraction_batch": "A-2026-09-18-rerun",
+                                             "kind": "snapshot", "extracted_at": "2026-09-26T03:00:01+02:00"},
+                                "lines": doc["lines"]}))
+    result = run_chain(instance, DAY, DAY, BF)
+    assert result.success, state.failure_text(result)
+    assert extracts.read(env, DAY)["input"]["as_of"] == "2026-09-26T03:00:01+02:00"
+    assert _ledger(env, DAY)[-1][-1] == "2026-09-26T03:00:01+02:00"

@@ -29,7 +29,7 @@ def test_a_request_whose_id_ends_in_a_newline_is_refused(tmp_path: Path) -> None
     request = {"request_id": "DR-0800\n", "requested_at": "2026-09-25T10:00:00Z", "reason": "erasure",
                "customer_id": "C-1"}
     (folder / "DR-0800\n.json").write_text(json.dumps(request))
-    with pytest.raises(deletions.RequestError, match="must be the file's name"):
+    with pytest.raises(deletions.RequestError, match="is not named as a deletion request"):
         deletions.load(tmp_path)
 
 

@@ -121,13 +121,12 @@ def test_a_rollback_s_notice_and_ledger_say_who_asked_and_the_operator_s_tags(en
 def test_a_day_s_requests_are_named_up_to_a_bound_and_counted_beyond_it() -> None:
     """Requests accumulate: a year's notice that named 3,000 on each day was 12 MB. The ledger and the extract keep
     every id; the notice names ten a day and counts the rest."""
-    from types import SimpleNamespace
-
     batch = {"batch": "B-1", "sha256": "ab" * 32, "source_high_sequence": 7}
     many = tuple(f"DR-{k:05d}" for k in range(1, 3001))
     few = ("DR-00001", "DR-00002")
-    lines = notices._inputs({"2026-09-01": SimpleNamespace(input_batches=[batch], requests_applied=many),
-                             "2026-09-02": SimpleNamespace(input_batches=[batch], requests_applied=few)})
+    day = {"input_batches": [batch], "dimension_version": None, "input_sha256": None, "source_high_sequence": 7}
+    lines = notices._inputs({"2026-09-01": {**day, "requests_applied": many},
+                             "2026-09-02": {**day, "requests_applied": few}}, {})
     assert "DR-00010," not in lines["2026-09-01"] and "DR-00010 and 2,990 more" in lines["2026-09-01"]
     assert "DR-00011" not in lines["2026-09-01"] and len(lines["2026-09-01"]) < 400
     assert lines["2026-09-02"].endswith("deletion requests applied: DR-00001, DR-00002")

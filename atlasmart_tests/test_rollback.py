@@ -602,7 +602,7 @@ def test_choosing_what_to_restore_is_one_read_whatever_the_window(env, published
     statements.clear()
     [named] = set(first.values())
     assert rollback.targets(Warehouse(), recent, named) == {d: named for d in recent.keys}
-    with pytest.raises(ValueError, match="publication pub-nope did not publish partition 2026-09-18"):
+    with pytest.raises(ValueError, match="publication 'pub-nope' did not publish partition 2026-09-18"):
         rollback.targets(Warehouse(), recent, "pub-nope")
     assert len(statements) == 2, statements
 

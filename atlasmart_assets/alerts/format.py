@@ -570,17 +570,22 @@ def backfill_failed(b: Backfill, status: str, links: Links,
                     published: Sequence[PartitionChange] = ()) -> list[Message]:
     """A backfill that ended failed. If a run committed before something after the commit failed (a check that
     could not read, a crash before the swap), the message says what was published and that it stands."""
+    pubs = sorted({esc(c.publication_id) for c in published})
     if published:
-        pubs = ", ".join(sorted({esc(c.publication_id) for c in published}))
+        # A backfill of a run per day has a publication per day: the head counts them, the list follows it.
+        named = f"publication {pubs[0]}" if len(pubs) == 1 else f"{len(pubs)} publications (listed below)"
         head = (f":warning: *Correction published, then failed* — {_backfill_link(b, links)} over *{esc(b.window)}* "
-                f"ended {esc(status)} after its commit: publication {pubs} of {len(published)} partition(s) stands "
-                "and readers see it; what failed came after the commit (see the run)")
+                f"ended {esc(status)} after its commit: {named} of {len(published)} partition(s) "
+                f"({esc(short_window(c.partition for c in published))}) stand and readers see them; what failed came "
+                "after the commit (see the run)")
     else:
         head = (f":x: *Correction failed* — {_backfill_link(b, links)} over *{esc(b.window)}* ended {esc(status)}; "
                 "nothing of a failed run was published (the previous publication stays current)")
     runs = [link(links.run(r), r[:8]) for r in b.run_ids]
     pairs = [("Reason", tag_value(b.reason) if b.reason else NO_REASON), ("Requested by", requested_by(b.requested_by, b.reason))]
-    blocks = [_section(head), *_fields(pairs), *(_sections([f"*Runs:* {', '.join(runs)}"]) if runs else [])]
+    blocks = [_section(head), *_fields(pairs), *(_sections(pubs, head="*Publications that stand:*")
+                                                 if len(pubs) > 1 else []),
+              *(_sections([f"*Runs:* {', '.join(runs)}"]) if runs else [])]
     fallback = [("Correction published, then failed" if published else "Correction failed") +
                 f" — backfill {one_line(shown_id(b.backfill_id))} over {esc(b.window)} ended {esc(status)}",
                 f"Backfill: {backfill_url(links, b.backfill_id)}"]
@@ -643,20 +648,30 @@ def backfill_published(b: Backfill, changes: Sequence[PartitionChange], neighbou
     return _messages(fallback, blocks)
 
 
+# The backfills a rollback's head names; more are listed in sections of their own.
+UNDONE_NAMED = 5
+
+
 def rolled_back(run_id: str, reason: str | None, changes: Sequence[PartitionChange], undone: Sequence[str],
                 asset: str, links: Links, notice: str = "", user: str | None = None) -> list[Message]:
     window = short_window(c.partition for c in changes) or "nothing"
-    undone_text = ", ".join(backfill_link(links, b) for b in undone) or "an earlier publication"
+    # A rollback over a quarter of days each backfilled alone undoes each backfill: the head names a few.
+    listed = len(undone) > UNDONE_NAMED
+    undone_text = (f"{len(undone)} backfills (listed below)" if listed else
+                   ", ".join(backfill_link(links, b) for b in undone) or "an earlier publication")
     head = (f":rewind: *Rolled back* {esc(window)} — undoes {undone_text}; the previous publication is current "
             "again")
     blocks: list[Block] = [_section(head), *_fields([("Reason", tag_value(reason) if reason else NO_REASON),
                                                      ("Requested by", requested_by(user, reason)),
                                                      ("Run", link(links.run(run_id), run_id[:8]))])]
+    if listed:
+        blocks += _sections([backfill_link(links, b) for b in undone], head="*Undoes:*")
     if changes:
         blocks += _sections([change_line(c, asset, links) for c in changes], head="*Restored:*")
     if notice:
         blocks += _context([_notice_line(notice)])
-    undone_plain = ", ".join(one_line(b) for b in undone) or "an earlier publication"
+    undone_plain = (f"{len(undone)} backfills" if listed else
+                    ", ".join(one_line(b) for b in undone) or "an earlier publication")
     fallback = [f"Rolled back {esc(window)} — undoes {undone_plain}",
                 f"Reason: {tag_value(reason) if reason else NO_REASON}", f"Requested by: {requested_by(user, reason)}",
                 f"Run: {links.run(run_id)}"]

@@ -27,7 +27,7 @@ from atlasmart_assets.alerts import format as fmt
 from atlasmart_assets.alerts.common import SLACK_KEY, skip_unless_configured, window_keys
 from atlasmart_assets.alerts.delivery import THREAD_KEY, Outbox
 from atlasmart_assets.alerts.slack import AtlasSlack
-from atlasmart_assets.contract import BACKFILL_TAG, REASON_TAG
+from atlasmart_assets.contract import BACKFILL_TAG, REASON_TAG, USER_TAGS
 from atlasmart_assets.resources import WAREHOUSE_KEY, Warehouse
 from atlasmart_assets.scope import RunInfo
 
@@ -39,7 +39,6 @@ PUBLISHED_ASSET = "mart/revenue_daily"
 KEEP_ROLLBACKS = 500
 LEDGER_LOCK_TIMEOUT_S = 20.0
 # "user" is the tag Dagster's UI puts on what a signed-in user launches (dagster._core.storage.tags.USER_TAG).
-USER_TAGS = ("user", "dagster/user", "atlasmart/requested_by", "requested_by")
 FAILED_BACKFILL = {"FAILED", "COMPLETED_FAILED", "CANCELED"}
 ENDED_BACKFILL = FAILED_BACKFILL | {"COMPLETED", "COMPLETED_SUCCESS"}
 LEDGER_COLUMNS = ("partition_date, publication_id, kind, rows_before, rows_after, controls_before, controls_after, "
@@ -59,12 +58,24 @@ def _change(row: Sequence[Any]) -> fmt.PartitionChange:
 
 
 def ledger_changes(wh: Warehouse, column: str, value: str, kind: str) -> list[fmt.PartitionChange]:
-    """Ledger rows of one backfill (column='backfill_id') or one run (column='run_id'), per partition."""
+    """What one backfill (column='backfill_id') or one run (column='run_id') did to each partition: a day it
+    published twice (a retried or re-executed run) once, before its first publication → after its last, as the
+    notice shows it."""
     assert column in ("backfill_id", "run_id")
     with _reader(wh) as con:
         rows = con.execute(f"select {LEDGER_COLUMNS} from audit.publications where {column} = $v and kind = $kind "
                            "order by partition_date, seq", {"v": value, "kind": kind}).fetchall()
-    return [_change(r) for r in rows]
+    first: dict[str, fmt.PartitionChange] = {}
+    last: dict[str, fmt.PartitionChange] = {}
+    for r in rows:
+        change = _change(r)
+        first.setdefault(change.partition, change)
+        last[change.partition] = change
+    return [c if first[day] is c else
+            dataclasses.replace(c, rows_before=first[day].rows_before, controls_before=first[day].controls_before,
+                                sha256_before=first[day].sha256_before,
+                                changed=first[day].sha256_before != c.sha256_after)
+            for day, c in last.items()]
 
 
 def neighbours(wh: Warehouse, changes: Sequence[fmt.PartitionChange], backfill_id: str) -> list[fmt.Neighbour]:
@@ -156,8 +167,8 @@ def _describe(backfill_id: str, runs: Sequence[dg.DagsterRun], record: Any,
 
 
 def _user(tags: Mapping[str, str]) -> str | None:
-    """Who asked, from a run's or a backfill's tags (the first user tag set)."""
-    return next((tags[t] for t in USER_TAGS if tags.get(t)), None)
+    """Who asked, from a run's or a backfill's tags: as the ledger and the notice name them (RunInfo)."""
+    return RunInfo.from_tags("", tags).requested_by
 
 
 def _outcome(runs: Sequence[dg.DagsterRun], record: Any) -> str | None:

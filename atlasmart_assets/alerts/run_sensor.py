@@ -12,12 +12,13 @@ from typing import Any
 import dagster as dg
 from dagster._core.definitions.dependency import NodeHandle  # internal: the one way from a step key to its node
 
+from atlasmart_assets import rollback as rollback_mod
 from atlasmart_assets.alerts import common
 from atlasmart_assets.alerts import format as fmt
 from atlasmart_assets.alerts.common import SLACK_KEY, STATE_KEY, skip_unless_configured, window_keys
 from atlasmart_assets.alerts.delivery import Outbox
 from atlasmart_assets.alerts.slack import AtlasSlack
-from atlasmart_assets.contract import BACKFILL_TAG, REASON_TAG
+from atlasmart_assets.contract import BACKFILL_TAG, FCT_ORDER_LINES, REASON_TAG, REVENUE_DAILY, STAGED_ORDER_LINES
 
 NAME = "atlasmart_run_failures_to_slack"
 MAX_ERRORS = 3
@@ -61,6 +62,11 @@ def _errors(instance: dg.DagsterInstance, run_id: str, job: dg.JobDefinition | N
     return out
 
 
+ROLLBACK_JOB = "rollback_job"
+# What a rollback restores (jobs.RESTORED_ASSETS), named in its failure alert.
+RESTORED_LAYERS = (STAGED_ORDER_LINES, FCT_ORDER_LINES, REVENUE_DAILY)
+
+
 def _failing_days(instance: dg.DagsterInstance, run_id: str) -> list[str]:
     """The days the run's failed ERROR checks single out (their partition, else their figures). A WARN failure
     (e.g. rows changed, which every real correction does) did not fail the run, and a check judging the whole
@@ -89,10 +95,18 @@ def _failure(run: dg.DagsterRun, context: dg.SensorEvaluationContext) -> fmt.Run
     job = _job(context, run.job_name)
     keys = run.asset_selection or (job.asset_layer.executable_asset_keys if job is not None else set())
     assets = sorted(k.to_user_string() for k in keys)
+    days, reason = window_keys(run.tags), run.tags.get(REASON_TAG)
+    if run.job_name == ROLLBACK_JOB:
+        # A rollback asks in its config, not its tags: what it was asked to restore is what the channel must see.
+        asked = rollback_mod.asked(run)
+        days = list(asked[0]) if asked else days
+        assets = [dg.AssetKey(list(k)).to_user_string() for k in RESTORED_LAYERS]
+        config = (((run.run_config or {}).get("ops") or {}).get("rollback_range") or {}).get("config") or {}
+        reason = reason or (config.get("reason") if isinstance(config.get("reason"), str) else None)
     return fmt.RunFailure(
         job=None if run.job_name.startswith("__") else run.job_name, assets=assets, run_id=run.run_id,
-        window=fmt.short_window(window_keys(run.tags)), failing=_failing_days(context.instance, run.run_id),
-        backfill_id=run.tags.get(BACKFILL_TAG), reason=run.tags.get(REASON_TAG),
+        window=fmt.short_window(days), failing=_failing_days(context.instance, run.run_id),
+        backfill_id=run.tags.get(BACKFILL_TAG), reason=reason,
         errors=_errors(context.instance, run.run_id, job))
 
 

@@ -91,7 +91,7 @@ def _correct_and_report(context: dg.AssetExecutionContext, warehouse: Warehouse,
     cfg = warehouse.settings
     if since.attempts and not scope.run.backfill_id:
         with warehouse.reader(stats=outcome.stats) as con:
-            notices.write(cfg, con, pub.publication_id, scope.run, pub.after, also=since.attempts)
+            notices.write(cfg, con, pub.publication_id, scope.run, also=since.attempts)
     path = notice_path(cfg, scope.run.backfill_id or pub.publication_id)
     notice = {"change_notice": dg.MetadataValue.path(str(path))} if path.exists() else {}
     try:

@@ -1,6 +1,7 @@
 -- Per batch file: records, required fields missing (a retraction needs only line_id and source_sequence),
 -- lines holding invalid values, and the partitions and batches its lines were read under (each line takes them
--- from the manifest of its document: a file of one document has one of each, its manifest's).
+-- from the manifest of its document: a file of one document has one of each, its manifest's), and the highest
+-- source_sequence its lines carry (a manifest's source_high_sequence is at least that).
 with lines as (
     select *, op = 'delete' as retraction from candidate.raw_lines
 ),
@@ -19,6 +20,7 @@ final as (
         count(*) filter (where event_time is null and not retraction) as missing_event_time,
         count(*) filter (where source_sequence is null and problem is null) as missing_source_sequence,
         count(*) filter (where problem is not null) as invalid_values,
+        max(source_sequence) as max_sequence,
         min(line_id || ': ' || problem) filter (where problem is not null) as first_invalid,
         count(*) filter (where partition_date is null or extraction_batch is null) as unnamed,
         min(partition_date) as first_partition,

@@ -403,7 +403,7 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
             if erase:
                 extracts.prune(cfg, {pub_id}, immediately=True)
                 extracts.erased(cfg, pub_id)
-            notices.write(cfg, con, pub_id, run, after)
+            notices.write(cfg, con, pub_id, run)
             # A version never swapped in (a crashed run's) is judged in the hold: another publisher's, built in its
             # own hold, is never taken half-way. A superseded one only goes after the hold (below).
             if not erase:
