@@ -421,7 +421,7 @@ def test_an_entry_of_the_reference_folders_that_cannot_be_read_is_refused_naming
     assert state.snapshot(env) == before
 
 
-@pytest.mark.parametrize("name", ["DR-0007.JSON", "DR-0007.json.bak", ".DR-0007.json"])
+@pytest.mark.parametrize("name", ["DR-0007.JSON", "DR-0007.json.bak"])
 def test_a_deletion_request_not_named_as_one_is_refused_not_passed_over(env, instance, published, capsys,
                                                                         name) -> None:
     """An erasure saved under another name (DR-0007.JSON) was passed over in silence, and its subject's lines
