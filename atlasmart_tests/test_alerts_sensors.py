@@ -350,6 +350,22 @@ def test_blocks_slack_refuses_are_resent_as_text(tmp_path: Path) -> None:
     assert server.messages[0]["text"].startswith("the fallback") and "invalid_blocks" in server.messages[0]["text"]
 
 
+def test_a_cut_fallback_resent_without_its_blocks_does_not_point_to_them(tmp_path: Path) -> None:
+    """A fallback text cut to its bound ends "(full message in the blocks)": sent alone because Slack refused the
+    blocks, it said the full message was in blocks nobody got (a review found it)."""
+    from atlasmart_assets.alerts import format as fmt
+    from atlasmart_assets.alerts.delivery import Outbox
+    with SlackServer() as server, dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        box = Outbox(dg.build_sensor_context(instance=instance, cursor=None), _slack(server), "probe")
+        too_many = tuple({"type": "section", "text": {"type": "mrkdwn", "text": "x"}} for _ in range(60))
+        message = fmt.Message(fmt._plain(["a line of the alert " * 200]), too_many)
+        assert message.text.endswith(fmt.IN_THE_BLOCKS)
+        assert box.send("k", [message], lambda ts: None)
+    [sent] = server.messages
+    assert sent.get("blocks") is None and "full message in the blocks" not in sent["text"]
+    assert "Slack refused this message's detail blocks" in sent["text"]
+
+
 def test_blocks_whose_text_slack_finds_too_long_are_resent_as_text_and_the_queue_moves_on(tmp_path: Path) -> None:
     """Slack answers msg_blocks_too_long for blocks whose text adds up past its limit, each block within its
     own: the message goes out as its text and the next notice follows (a review found that answer failed every

@@ -201,3 +201,17 @@ def test_a_refused_to_publication_is_quoted_so_a_newline_in_it_does_not_cut_the_
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert code == 2
     assert "publication" in last and "pub-typo" in last and "\x1b" not in last, repr(last)
+
+
+def test_the_plan_shows_an_unpublished_day_as_such_and_says_when_it_writes_no_chart(env, capsys, tmp_path) -> None:
+    """A day the backfill publishes first read "None → 12" in the plan's table; `--png` over a window with no day
+    in scope (the newest partition, fenced) wrote nothing and said nothing."""
+    from atlasmart_assets import cli
+    capsys.readouterr()
+    assert cli.main(["plan", "--from", "2026-09-18", "--to", "2026-09-18"]) == 0
+    out = capsys.readouterr().out
+    [row] = [line for line in out.splitlines() if line.startswith("| 2026-09-18 |")]
+    assert "None" not in row and "unpublished →" in row, row
+    chart = tmp_path / "plan.png"
+    assert cli.main(["plan", "--from", "2026-09-21", "--png", str(chart)]) == 0
+    assert not chart.exists() and "no chart written" in capsys.readouterr().err

@@ -273,7 +273,9 @@ class Outbox:
                 self.fallbacks.append(str(exc))
                 self._context.log.warning(f"Slack refused a message's blocks ({exc}); sending its text only")
                 note = f"\n(Slack refused this message's detail blocks: {exc}; see the Dagster UI for the rest.)"
-                message = fmt.Message(message.text + note, ())
+                text = message.text
+                text = text[:-len(fmt.IN_THE_BLOCKS)] + " …" if text.endswith(fmt.IN_THE_BLOCKS) else text
+                message = fmt.Message(text + note, ())
                 if not self._in_time():
                     return None
             except SlackPostError as exc:

@@ -451,9 +451,13 @@ def _sections(lines: Sequence[str], code: bool = False, head: str = "") -> list[
     return out
 
 
+# How a fallback text cut to FALLBACK_CHARS ends (delivery takes it off when Slack refused the blocks it points to).
+IN_THE_BLOCKS = " … (full message in the blocks)"
+
+
 def _plain(lines: Sequence[str]) -> str:
     text = "\n".join(lines)
-    return text if len(text) <= FALLBACK_CHARS else text[:FALLBACK_CHARS - 40] + " … (full message in the blocks)"
+    return text if len(text) <= FALLBACK_CHARS else text[:FALLBACK_CHARS - 40] + IN_THE_BLOCKS
 
 
 def text_chars(blocks: Any) -> int:
