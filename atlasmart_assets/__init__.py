@@ -1,3 +1,5 @@
 """AtlasMart: safe, audited backfills of daily order lines over DuckDB."""
 
-__version__ = "0.1.0"
+from atlasmart_assets.contract import PACKAGE_VERSION as __version__
+
+__all__ = ["__version__"]

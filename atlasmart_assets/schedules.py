@@ -53,9 +53,9 @@ def catch_up(context: dg.SensorEvaluationContext, warehouse: Warehouse) -> dg.Ru
     """One tick: request the newest day in the current lane if it is missing, its evidence has landed, no run of it
     is in flight, and this sensor has not tried it yet (a failed try is left to the schedule or the operator)."""
     day = partitions.newest_partition()
-    if os.environ.get(CATCH_UP_ENV, "on").lower() in ("0", "off", "false", "no"):
-        return dg.SkipReason(f"catch-up is off ({CATCH_UP_ENV}={os.environ[CATCH_UP_ENV]}): the daily schedule alone "
-                             "loads the newest day")
+    if not settings.load().catch_up:
+        return dg.SkipReason(f"catch-up is off ({CATCH_UP_ENV}={os.environ[CATCH_UP_ENV]!r}): the daily schedule "
+                             "alone loads the newest day")
     if is_materialized(context.instance, day):
         return dg.SkipReason(f"the newest partition {day} is materialized")
     if not raw_landed(warehouse, day):

@@ -42,6 +42,7 @@ class Settings:
     flag_alert_after_s: float = 1800.0
     sensor_interval_s: int = 30
     schedule_hour: int = 2
+    catch_up: bool = True
 
     @property
     def warehouse_path(self) -> Path:
@@ -197,7 +198,21 @@ def load(overrides: Mapping[str, str | None] | None = None) -> Settings:
         flag_alert_after_s=_number(env, "ATLASMART_FLAG_ALERT_AFTER_S", "1800", 0, "seconds", above=True),
         sensor_interval_s=int(_number(env, "ATLASMART_SENSOR_INTERVAL_S", "30", 1, "seconds", whole=True)),
         schedule_hour=int(_number(env, "ATLASMART_SCHEDULE_HOUR", "2", 0, "hours (UTC)", whole=True, maximum=23)),
+        catch_up=_switch(env, "ATLASMART_CATCH_UP", "on"),
     )
+
+
+SWITCH_ON = ("1", "on", "true", "yes")
+SWITCH_OFF = ("0", "off", "false", "no")
+
+
+def _switch(env: Mapping[str, str], name: str, default: str) -> bool:
+    """On or off, refused with its name and value otherwise (a typo must not leave a switch in its default)."""
+    value = str(env.get(name, default)).strip().lower()
+    if value not in SWITCH_ON + SWITCH_OFF:
+        raise ValueError(f"{name}={env.get(name)!r} is neither on ({', '.join(SWITCH_ON)}) nor off "
+                         f"({', '.join(SWITCH_OFF)})")
+    return value in SWITCH_ON
 
 
 def _date(env: Mapping[str, str], name: str, default: str) -> dt.date:

@@ -23,8 +23,8 @@ class Window:
         except (TypeError, ValueError):
             # Cut, and without Python's own error chained (it quotes the text whole): a config's 20,000-character
             # start made a refused run's failure event 490 KB.
-            raise ValueError(f"window {shown_id(repr(start))}..{shown_id(repr(end))}: partitions are YYYY-MM-DD "
-                             "dates") from None
+            shown = shown_id(repr(start)) + (f"..{shown_id(repr(end))}" if end is not None else "")
+            raise ValueError(f"window {shown}: partitions are YYYY-MM-DD dates") from None
         if window.end < window.start:
             raise ValueError(f"window {start}..{end} ends before it starts (did you swap --from and --to?)")
         return window

@@ -215,3 +215,13 @@ def test_the_plan_shows_an_unpublished_day_as_such_and_says_when_it_writes_no_ch
     chart = tmp_path / "plan.png"
     assert cli.main(["plan", "--from", "2026-09-21", "--png", str(chart)]) == 0
     assert not chart.exists() and "no chart written" in capsys.readouterr().err
+
+
+def test_a_refused_window_of_one_day_names_no_end() -> None:
+    """`--from garbage` without `--to` was refused as "window 'garbage'..None" (a review)."""
+    from atlasmart_assets.window import Window
+    with pytest.raises(ValueError) as refused:
+        Window.of("2026-13-01")
+    assert str(refused.value) == "window '2026-13-01': partitions are YYYY-MM-DD dates"
+    with pytest.raises(ValueError, match=r"window '2026-09-01'..'x': partitions"):
+        Window.of("2026-09-01", "x")

@@ -73,3 +73,13 @@ def test_the_daily_schedule_runs_at_the_configured_hour(tmp_path, hour, cron) ->
                           env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[-2] == f"{cron} UTC", done.stdout
+
+
+@pytest.mark.parametrize("value", ["maybe", "of", "2"])
+def test_a_switch_that_is_neither_on_nor_off_is_refused_naming_it(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    """ATLASMART_CATCH_UP=maybe was taken for on (a review): a switch's typo must not leave it in its default."""
+    monkeypatch.setenv("ATLASMART_CATCH_UP", value)
+    with pytest.raises(ValueError, match=f"ATLASMART_CATCH_UP='{value}' is neither on"):
+        settings.load()
+    monkeypatch.setenv("ATLASMART_CATCH_UP", " OFF ")
+    assert settings.load().catch_up is False

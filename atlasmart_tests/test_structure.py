@@ -75,3 +75,17 @@ def test_a_cycle_through_a_function_level_import_is_found(tmp_path: Path) -> Non
     modules = {"atlasmart_assets.a", "atlasmart_assets.b"}
     graph = {f"atlasmart_assets.{n}": _imports(pkg / f"{n}.py", modules) for n in ("a", "b")}
     assert find_cycle(graph) == ["atlasmart_assets.a", "atlasmart_assets.b", "atlasmart_assets.a"]
+
+
+def test_the_code_version_starts_with_the_installed_package_version() -> None:
+    """The README: bump the package version to make a deployment that ships bytecode only build its days again.
+    Until 2026-12-07 the package said 0.1.0 (pyproject.toml, __version__) and the code version 0.2.0 (a review):
+    bumping the one changed nothing of the other. pyproject.toml now reads contract.PACKAGE_VERSION."""
+    import importlib.metadata
+
+    import atlasmart_assets
+    from atlasmart_assets import contract
+
+    installed = importlib.metadata.version("atlasmart_assets")
+    assert atlasmart_assets.__version__ == installed == contract.PACKAGE_VERSION
+    assert contract.CODE_VERSION.startswith(f"{installed}+")
