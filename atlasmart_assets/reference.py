@@ -76,7 +76,9 @@ def load(wh: Warehouse, stats: LockStats | None = None) -> Reference:
                                "batches are never removed",
                                "deliver a correction as a new batch raw/customers/<batch_id>.json")
     ref.problems += _unchanged("deletion request", seen_requests, {r.request_id: r.sha256 for r in ref.requests},
-                               loaded, "a request is never withdrawn by deleting its file", "")
+                               loaded, "a request is never withdrawn by deleting its file",
+                               "put its first bytes back; an amended request is a new file "
+                               "raw/deletions/<request_id>.json")
     return ref
 
 
@@ -88,8 +90,8 @@ def _unchanged(what: str, seen: dict[str, tuple[Any, ...]], now: dict[str, str],
         if key not in now and loaded:
             problems.append(f"{what} {file} (first loaded by run {run}) has vanished: {vanished_hint}")
         elif key in now and now[key] != sha:
-            problems.append(f"{what} {file} changed since run {run} first loaded it"
-                            + (f": {changed_hint}" if changed_hint else ""))
+            problems.append(f"{what} {file} changed since run {run} first loaded it (sha256 {sha[:12]} then, "
+                            f"{now[key][:12]} now): {changed_hint}")
     return problems
 
 

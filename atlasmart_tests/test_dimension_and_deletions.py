@@ -2,6 +2,7 @@
 country at order time changes) and a deletion request (its subject never reaches a derived table again)."""
 
 import datetime as dt
+import hashlib
 import json
 from pathlib import Path
 
@@ -437,3 +438,50 @@ def test_a_deletion_request_not_named_as_one_is_refused_not_passed_over(env, ins
     said = [state.failure_text(result), *(e.description or "" for e in result.get_asset_check_evaluations()
                                            if not e.passed)]
     assert any(str(path) in text for text in said), said
+
+
+@pytest.mark.parametrize("request_first", [False, True])
+def test_a_rollback_never_publishes_lines_a_late_batch_moved_to_a_requesting_customer(env, instance, published, capsys,
+                                                                                      request_first) -> None:
+    """A late batch moves an order's lines to C00039, whose deletion request lands with it (or was applied before
+    it): the build leaves them out, as C00039's. The version before holds them under their former customer, which no
+    key of the request names: a review found the rollback publishing them again. The commit that leaves them out
+    erases that version, so the rollback is refused and the lines stay out."""
+    published(HISTORY, (NEWEST, None))
+    day, subject = "2026-09-10", "C00039"
+    doc = json.loads((env.raw_dir / f"partition={day}.json").read_text())
+    order = [x for x in doc["lines"] if x["order_id"] == doc["lines"][0]["order_id"]]
+    assert all(x["customer_id"] != subject for x in doc["lines"])
+    high = doc["manifest"]["source_high_sequence"]
+    if request_first:
+        deletion_request(env.raw_dir, "DR-0039", customer_id=subject)
+        assert run_chain(instance, *HISTORY, {**BF, "dagster/backfill": "bf-request"}).success
+    generate.write_batch(env.raw_dir, dt.date.fromisoformat(day), f"B-{day}-02",
+                         [{**x, "customer_id": subject, "source_sequence": high + k + 1} for k, x in enumerate(order)])
+    if not request_first:
+        deletion_request(env.raw_dir, "DR-0039", customer_id=subject)
+    assert run_chain(instance, day, day, {**BF, "dagster/backfill": "bf-moved"}).success
+    moved = ", ".join(f"'{x['line_id']}'" for x in order)
+    for table in ("fact.fct_order_lines", "history.fct_order_lines", "history.staged_order_lines"):
+        assert state.table_rows(env, table, f"line_id in ({moved})") == [], table
+    before = state.snapshot(env)
+    capsys.readouterr()
+    assert cli.main(["rollback", "--from", day, "--reason", "undo the late batch"]) == 2
+    assert "erased" in capsys.readouterr().err
+    assert state.snapshot(env) == before
+
+
+def test_a_request_changed_since_it_was_loaded_is_refused_saying_what_was_loaded_and_what_to_do(
+        env, instance, published) -> None:
+    """Every run is refused while an applied request's file differs from what was loaded, today's load too: the
+    refusal names both sha256s and the way out (until 2026-12-07 it named neither, a review)."""
+    published(HISTORY, (NEWEST, None))
+    path = deletion_request(env.raw_dir, "DR-0001", customer_id="C00004")
+    assert run_chain(instance, *HISTORY, {**BF, "dagster/backfill": "bf-apply"}).success
+    [(first,)] = state.table_rows(env, "(select sha256 from raw.deletion_requests)")
+    path.write_text(json.dumps(json.loads(path.read_text()), indent=2))  # the same request in other bytes
+    result = run_chain(instance, NEWEST)
+    assert not result.success
+    said = " ".join([state.failure_text(result), *(e.description or "" for e in result.get_asset_check_evaluations())])
+    now = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert f"sha256 {first[:12]} then, {now[:12]} now" in said and "put its first bytes back" in said, said

@@ -131,7 +131,27 @@ def _erasing(con: duckdb.DuckDBPyConnection, pub_id: str, before: dict[str, Curr
     if new and deletion_keys is not None:
         held = _held(con, pub_id, new, deletion_keys)
         new = {d: r & held.get(d, set()) for d, r in new.items()}
+    for day, requests in _holding_suppressed(con, pub_id, sorted(after)).items():
+        new.setdefault(day, set()).update(requests)
     return {d: sorted(r) for d, r in sorted(new.items()) if r}
+
+
+def _holding_suppressed(con: duckdb.DuckDBPyConnection, pub_id: str, days: list[str]) -> dict[str, set[str]]:
+    """Per day, the requests credited with a line the build suppresses that another stored version of the day holds
+    (retained_suppressed_lines.sql): whichever customer that version gave the line, the request now covers it. A
+    review found a late batch moving an order to a requesting customer, its lines left out, and the rollback
+    publishing them again under their former customer, which no key of the request names. None without a build's
+    suppressed lines in the scratch (a rollback's, a run that built no day)."""
+    if not days or not con.execute("select count(*) from duckdb_tables() where database_name = 's' and schema_name "
+                                   "= 'candidate' and table_name = 'suppressed_lines'").fetchone()[0]:
+        return {}
+    held: dict[str, set[str]] = {}
+    params = {"pub": pub_id, "days": [dt.date.fromisoformat(d) for d in days]}
+    for table in ledger.STORE_TABLES:
+        for day, request_id in con.execute(sql.text("retained_suppressed_lines").format(store=table),
+                                           params).fetchall():
+            held.setdefault(day.isoformat(), set()).add(request_id)
+    return held
 
 
 Key = tuple[str | None, str | None]  # a deletion key: (customer_id, line_id), one of them set
