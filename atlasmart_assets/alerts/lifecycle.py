@@ -38,7 +38,6 @@ READERS_VIEW = "mart.revenue_daily_v"
 PUBLISHED_ASSET = "mart/revenue_daily"
 KEEP_ROLLBACKS = 500
 LEDGER_LOCK_TIMEOUT_S = 20.0
-# "user" is the tag Dagster's UI puts on what a signed-in user launches (dagster._core.storage.tags.USER_TAG).
 FAILED_BACKFILL = {"FAILED", "COMPLETED_FAILED", "CANCELED"}
 ENDED_BACKFILL = FAILED_BACKFILL | {"COMPLETED", "COMPLETED_SUCCESS"}
 LEDGER_COLUMNS = ("partition_date, publication_id, kind, rows_before, rows_after, controls_before, controls_after, "
@@ -167,7 +166,8 @@ def _describe(backfill_id: str, runs: Sequence[dg.DagsterRun], record: Any,
 
 
 def _user(tags: Mapping[str, str]) -> str | None:
-    """Who asked, from a run's or a backfill's tags: as the ledger and the notice name them (RunInfo)."""
+    """Who asked, from a run's or a backfill's tags, as the notice names them (RunInfo: contract.USER_TAGS in order,
+    "user" being the tag Dagster's UI puts on what a signed-in user launches)."""
     return RunInfo.from_tags("", tags).requested_by
 
 
