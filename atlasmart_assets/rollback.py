@@ -83,11 +83,20 @@ def header(start: str, end: str | None) -> str:
         return "rollback (of a window that is not valid)"
 
 
+# The job a rollback runs as (jobs.rollback_job), which sensors pick out of the run records.
+JOB_NAME = "rollback_job"
+
+
+def config_of(run: Any) -> dict[str, Any]:
+    """The rollback_range op's config of a rollback_job run (anything with its `run_config`): what it asks."""
+    return (((run.run_config or {}).get("ops") or {}).get("rollback_range") or {}).get("config") or {}
+
+
 def asked(run: Any) -> tuple[tuple[str, ...], str | None] | None:
     """What a rollback_job run (anything with its `run_config`) asks for: the days of its window and the publication
     it restores (None: one version back), as validated; None if it asks for nothing valid. A reason, or an `end`
     left out or given as the start, asks for the same rollback (the `meaning` of attempts.earlier)."""
-    config = (((run.run_config or {}).get("ops") or {}).get("rollback_range") or {}).get("config") or {}
+    config = config_of(run)
     try:
         return tuple(Window.of(config["start"], config.get("end")).keys), config.get("to_publication") or None
     except (KeyError, TypeError, ValueError):

@@ -32,7 +32,6 @@ from atlasmart_assets.resources import WAREHOUSE_KEY, Warehouse
 from atlasmart_assets.scope import RunInfo
 
 NAME = "atlasmart_backfill_lifecycle_to_slack"
-ROLLBACK_JOB = "rollback_job"
 # What readers query and what the day links open (the ledger records fact and mart publications together).
 READERS_VIEW = "mart.revenue_daily_v"
 PUBLISHED_ASSET = "mart/revenue_daily"
@@ -274,7 +273,7 @@ def _notices(context: dg.SensorEvaluationContext, slack: AtlasSlack, state: dict
     told: list[str] = state.setdefault("rollback_publications", [])
     telling: set[str] = set()
     rollbacks = context.instance.get_runs(
-        filters=dg.RunsFilter(job_name=ROLLBACK_JOB, statuses=[dg.DagsterRunStatus.SUCCESS]), limit=100)
+        filters=dg.RunsFilter(job_name=rollback_mod.JOB_NAME, statuses=[dg.DagsterRunStatus.SUCCESS]), limit=100)
     for run in reversed(list(rollbacks)):
         if run.run_id in noticed:
             continue

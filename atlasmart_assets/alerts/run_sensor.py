@@ -62,7 +62,6 @@ def _errors(instance: dg.DagsterInstance, run_id: str, job: dg.JobDefinition | N
     return out
 
 
-ROLLBACK_JOB = "rollback_job"
 # What a rollback restores (jobs.RESTORED_ASSETS), named in its failure alert.
 RESTORED_LAYERS = (STAGED_ORDER_LINES, FCT_ORDER_LINES, REVENUE_DAILY)
 
@@ -96,13 +95,13 @@ def _failure(run: dg.DagsterRun, context: dg.SensorEvaluationContext) -> fmt.Run
     keys = run.asset_selection or (job.asset_layer.executable_asset_keys if job is not None else set())
     assets = sorted(k.to_user_string() for k in keys)
     days, reason = window_keys(run.tags), run.tags.get(REASON_TAG)
-    if run.job_name == ROLLBACK_JOB:
+    if run.job_name == rollback_mod.JOB_NAME:
         # A rollback asks in its config, not its tags: what it was asked to restore is what the channel must see.
         asked = rollback_mod.asked(run)
         days = list(asked[0]) if asked else days
         assets = [dg.AssetKey(list(k)).to_user_string() for k in RESTORED_LAYERS]
-        config = (((run.run_config or {}).get("ops") or {}).get("rollback_range") or {}).get("config") or {}
-        reason = reason or (config.get("reason") if isinstance(config.get("reason"), str) else None)
+        asked_reason = rollback_mod.config_of(run).get("reason")
+        reason = reason or (asked_reason if isinstance(asked_reason, str) else None)
     return fmt.RunFailure(
         job=None if run.job_name.startswith("__") else run.job_name, assets=assets, run_id=run.run_id,
         window=fmt.short_window(days), failing=_failing_days(context.instance, run.run_id),
