@@ -20,7 +20,6 @@ from atlasmart_assets.contract import (
     LAUNCHED_FROM_TAG,
     RAW_CUSTOMERS,
     REVENUE_DAILY,
-    STAGED_ORDER_LINES,
 )
 from atlasmart_assets.progress import Progress
 from atlasmart_assets.resources import Warehouse
@@ -73,9 +72,6 @@ class RollbackConfig(dg.Config):
     reason: str = Field(description="Why: recorded in the ledger, the notice and the Slack message.")
     to_publication: str | None = Field(default=None, description="Restore this publication id; default: one "
                                                                   "version back per partition.")
-
-
-RESTORED_ASSETS = (STAGED_ORDER_LINES, FCT_ORDER_LINES, REVENUE_DAILY)
 
 
 def _restored_metadata(pub: Publication, day: str, restored_from: str | None, unresolved: int,
@@ -150,7 +146,8 @@ def _roll_back_and_report(context: dg.OpExecutionContext, config: RollbackConfig
     run_wide = {"publication_id": pub.publication_id, "kind": "rollback", "window": str(pub.window),
                 **({"change_notice": dg.MetadataValue.path(str(notice))} if notice is not None else {}),
                 "publish_lock_hold_s": round(pub.lock_hold_s, 3), **stats.figures()}
-    progress.writing_events(f"{len(RESTORED_ASSETS) * len(pub.after):,} partition materializations")
+    assets = rollback_mod.RESTORED_ASSETS
+    progress.writing_events(f"{len(assets) * len(pub.after):,} partition materializations")
     yield from event_storage.batched(context, [
         dg.AssetMaterialization(
             asset_key=list(asset), partition=day,
@@ -159,9 +156,9 @@ def _roll_back_and_report(context: dg.OpExecutionContext, config: RollbackConfig
             metadata=_restored_metadata(pub, day, restored.get(day), int(unresolved.get(day, 0)), asset,
                                         warehouse.settings.published_dir,
                                         run_wide if day == newest else None))
-        for day in sorted(pub.after) for asset in RESTORED_ASSETS])
-    progress.done("events", f"{len(RESTORED_ASSETS) * len(pub.after):,} partition materializations "
-                            f"({len(pub.after)} day(s) x {len(RESTORED_ASSETS)} assets)")
+        for day in sorted(pub.after) for asset in assets])
+    progress.done("events", f"{len(assets) * len(pub.after):,} partition materializations "
+                            f"({len(pub.after)} day(s) x {len(assets)} assets)")
     yield dg.Output({"publication_id": pub.publication_id, "window": str(pub.window),
                      "notice": str(notice) if notice else None,
                      "restored": {d: {"rows": c.rows, "controls": c.controls, "sha256": c.sha256,

@@ -35,7 +35,8 @@ SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}\Z")
 PUBLISHED_ASSET = "mart/revenue_daily"
 _COLUMNS = ("seq, partition_date, publication_id, kind, published_at, run_id, backfill_id, reason, fence_override, "
             "code_version, input_sha256, source_high_sequence, rows_before, rows_after, controls_before, "
-            "controls_after, sha256_before, sha256_after, changed, restored_from, prev_publication_id")
+            "controls_after, sha256_before, sha256_after, changed, restored_from, prev_publication_id, input_batches, "
+            "dimension_version, requests_applied")
 
 
 def notice_name(identifier: str) -> str:
@@ -129,33 +130,25 @@ def _neighbours(con: duckdb.DuckDBPyConnection, cfg: Settings, days: Sequence[st
     return out
 
 
-def _ledger_rows(con: duckdb.DuckDBPyConnection, columns: str, pubs: Mapping[str, str]) -> list[tuple[Any, ...]]:
-    """`columns` of the ledger's row of each day's publication in `pubs` (day -> publication id)."""
-    if not pubs:
-        return []
-    days = sorted(pubs)
-    return con.execute(f"select p.partition_date::varchar, {columns} from audit.publications p join (select "
-                       "unnest($days::date[]) as partition_date, unnest($pubs::varchar[]) as publication_id) "
-                       "using (partition_date, publication_id) order by p.partition_date",
-                       {"days": days, "pubs": [pubs[d] for d in days]}).fetchall()
-
-
 def _previous_batches(con: duckdb.DuckDBPyConnection, replaced: Mapping[str, str]) -> dict[str, set[str]]:
     """Per day, the landing batches the publication it replaced read (`replaced`: the one before the notice's first
     publication of the day), to say which batches the correction added."""
-    return {d: {b["batch"] for b in json.loads(batches)}
-            for d, batches in _ledger_rows(con, "p.input_batches", replaced) if batches}
+    if not replaced:
+        return {}
+    days = sorted(replaced)
+    rows = con.execute("select p.partition_date::varchar, p.input_batches from audit.publications p join (select "
+                       "unnest($days::date[]) as partition_date, unnest($pubs::varchar[]) as publication_id) "
+                       "using (partition_date, publication_id)",
+                       {"days": days, "pubs": [replaced[d] for d in days]}).fetchall()
+    return {d: {b["batch"] for b in json.loads(batches)} for d, batches in rows if batches}
 
 
-def _evidence(con: duckdb.DuckDBPyConnection, latest: Mapping[str, str]) -> dict[str, dict[str, Any]]:
-    """What each day's latest publication of the notice read, as its ledger row keeps it (every run's days, not
-    only those of the run that writes the notice: a backfill of several runs rewrites one notice)."""
-    rows = _ledger_rows(con, "p.input_batches, p.dimension_version, p.requests_applied, p.input_sha256, "
-                             "p.source_high_sequence", latest)
-    return {day: {"input_batches": json.loads(batches) if batches else (), "dimension_version": dimension,
-                  "requests_applied": json.loads(requests) if requests else (), "input_sha256": sha,
-                  "source_high_sequence": high}
-            for day, batches, dimension, requests, sha, high in rows}
+def _evidence(row: tuple[Any, ...]) -> dict[str, Any]:
+    """What a day's publication read, from its ledger row (_COLUMNS): every run's days of a backfill, not only those
+    of the run that writes the notice (a backfill of several runs rewrites one notice)."""
+    return {"input_batches": json.loads(row[21]) if row[21] else (), "dimension_version": row[22],
+            "requests_applied": json.loads(row[23]) if row[23] else (), "input_sha256": row[10],
+            "source_high_sequence": row[11]}
 
 
 # Request ids named per day in a notice: requests accumulate, and a year's notice listing 3,000 on each day was 12 MB.
@@ -231,7 +224,7 @@ def collect(con: duckdb.DuckDBPyConnection, cfg: Settings, publication_id: str, 
         published_at=f"{last[4]:%Y-%m-%d %H:%M:%S} UTC" if last[4] else "", reason=last[7],
         requested_by=requested_by, fence_override=last[8], code_version=last[9],
         changes=changes, neighbours=_neighbours(con, cfg, sorted(latest), rows[0][0], set(latest)),
-        inputs=_inputs(_evidence(con, {d: r[2] for d, r in latest.items()}),
+        inputs=_inputs({d: _evidence(r) for d, r in latest.items()},
                        _previous_batches(con, {d: r[20] for d, r in first.items() if r[20]})),
         tags=dict(tags or {}),
         ui_base_url=os.environ.get(UI_BASE_URL_ENV, DEFAULT_UI_BASE_URL))

@@ -10,7 +10,15 @@ from typing import Any, Mapping, NamedTuple
 
 from atlasmart_assets import deletions, failpoints, partitions, reference, sql
 from atlasmart_assets.alerts.format import window_label
-from atlasmart_assets.contract import CODE_VERSION, FENCE_OVERRIDE_TAG, REASON_MAX_CHARS, shown_id
+from atlasmart_assets.contract import (
+    CODE_VERSION,
+    FCT_ORDER_LINES,
+    FENCE_OVERRIDE_TAG,
+    REASON_MAX_CHARS,
+    REVENUE_DAILY,
+    STAGED_ORDER_LINES,
+    shown_id,
+)
 from atlasmart_assets.progress import Progress
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import FenceRefusal, RunInfo, TagRefusal, fence_refusal, tag_refusal
@@ -83,8 +91,10 @@ def header(start: str, end: str | None) -> str:
         return "rollback (of a window that is not valid)"
 
 
-# The job a rollback runs as (jobs.rollback_job), which sensors pick out of the run records.
+# The job a rollback runs as (jobs.rollback_job), which sensors pick out of the run records, and the assets whose
+# partitions it restores (its events, and its failure alert, name them).
 JOB_NAME = "rollback_job"
+RESTORED_ASSETS = (STAGED_ORDER_LINES, FCT_ORDER_LINES, REVENUE_DAILY)
 
 
 def config_of(run: Any) -> dict[str, Any]:

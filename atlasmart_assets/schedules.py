@@ -53,7 +53,7 @@ def catch_up(context: dg.SensorEvaluationContext, warehouse: Warehouse) -> dg.Ru
     """One tick: request the newest day in the current lane if it is missing, its evidence has landed, no run of it
     is in flight, and this sensor has not tried it yet (a failed try is left to the schedule or the operator)."""
     day = partitions.newest_partition()
-    if not settings.load().catch_up:
+    if not warehouse.settings.catch_up:
         return dg.SkipReason(f"catch-up is off ({CATCH_UP_ENV}={os.environ[CATCH_UP_ENV]!r}): the daily schedule "
                              "alone loads the newest day")
     if is_materialized(context.instance, day):

@@ -18,7 +18,7 @@ from atlasmart_assets.alerts import format as fmt
 from atlasmart_assets.alerts.common import SLACK_KEY, STATE_KEY, skip_unless_configured, window_keys
 from atlasmart_assets.alerts.delivery import Outbox
 from atlasmart_assets.alerts.slack import AtlasSlack
-from atlasmart_assets.contract import BACKFILL_TAG, FCT_ORDER_LINES, REASON_TAG, REVENUE_DAILY, STAGED_ORDER_LINES
+from atlasmart_assets.contract import BACKFILL_TAG, REASON_TAG
 
 NAME = "atlasmart_run_failures_to_slack"
 MAX_ERRORS = 3
@@ -62,10 +62,6 @@ def _errors(instance: dg.DagsterInstance, run_id: str, job: dg.JobDefinition | N
     return out
 
 
-# What a rollback restores (jobs.RESTORED_ASSETS), named in its failure alert.
-RESTORED_LAYERS = (STAGED_ORDER_LINES, FCT_ORDER_LINES, REVENUE_DAILY)
-
-
 def _failing_days(instance: dg.DagsterInstance, run_id: str) -> list[str]:
     """The days the run's failed ERROR checks single out (their partition, else their figures). A WARN failure
     (e.g. rows changed, which every real correction does) did not fail the run, and a check judging the whole
@@ -99,7 +95,7 @@ def _failure(run: dg.DagsterRun, context: dg.SensorEvaluationContext) -> fmt.Run
         # A rollback asks in its config, not its tags: what it was asked to restore is what the channel must see.
         asked = rollback_mod.asked(run)
         days = list(asked[0]) if asked else days
-        assets = [dg.AssetKey(list(k)).to_user_string() for k in RESTORED_LAYERS]
+        assets = [dg.AssetKey(list(k)).to_user_string() for k in rollback_mod.RESTORED_ASSETS]
         asked_reason = rollback_mod.config_of(run).get("reason")
         reason = reason or (asked_reason if isinstance(asked_reason, str) else None)
     return fmt.RunFailure(
