@@ -72,30 +72,33 @@ def instance() -> Iterator[dg.DagsterInstance]:
         yield inst
 
 
-Runs = tuple[tuple[str, str | None], ...]
+# (start, end) or (start, end, tags): end None is a single-partition run; tags as run_chain takes them.
+Run = tuple[str, str | None] | tuple[str, str | None, dict[str, str]]
 
 
 @pytest.fixture(scope="session")
-def published_cache(tmp_path_factory: pytest.TempPathFactory) -> dict[Runs, Path]:
+def published_cache(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple, Path]:
     return {}
 
 
 @pytest.fixture
-def published(env: settings.Settings, published_cache: dict[Runs, Path],
+def published(env: settings.Settings, published_cache: dict[tuple, Path],
               tmp_path_factory: pytest.TempPathFactory) -> Callable[..., None]:
-    """`published((start, end), ...)` gives the test's data dir the state those runs of the daily job leave on the
-    shipped raw (end None: a single-partition run). Each sequence runs once per session; tests get a copy."""
-    def make(*runs: tuple[str, str | None]) -> None:
-        if runs not in published_cache:
+    """`published((start, end), (start, end, tags), ...)` gives the test's data dir the state those runs of the
+    daily job leave on the shipped raw (end None: a single-partition run; tags e.g. a backfill's). Each sequence
+    runs once per test process; tests get a copy. The test's instance holds none of those runs."""
+    def make(*runs: Run) -> None:
+        key = tuple((run[0], run[1], tuple(sorted(run[2].items())) if len(run) > 2 else ()) for run in runs)
+        if key not in published_cache:
             base = tmp_path_factory.mktemp("published")
             shutil.copytree(REPO_RAW, base / "raw")
             with pytest.MonkeyPatch.context() as mp, dg.DagsterInstance.ephemeral() as inst:
                 mp.setenv("ATLASMART_RAW_DIR", str(base / "raw"))
                 mp.setenv("ATLASMART_DATA_DIR", str(base / "data"))
-                for start, end in runs:
-                    assert run_chain(inst, start, end).success, (start, end)
-            published_cache[runs] = base / "data"
-        shutil.copytree(published_cache[runs], env.data_dir, symlinks=True)
+                for start, end, tags in key:
+                    assert run_chain(inst, start, end, dict(tags)).success, (start, end, tags)
+            published_cache[key] = base / "data"
+        shutil.copytree(published_cache[key], env.data_dir, symlinks=True)
     return make
 
 
