@@ -99,12 +99,14 @@ def readable(days: list[str], panels: dict[str, Series], title: str) -> tuple[li
 
 def _png(fig: plt.Figure, dpi: int) -> bytes:
     """The figure as a palette PNG: a chart has a handful of colours plus their anti-aliasing, and 64 palette
-    entries keep it crisp at about a quarter of the bytes of full colour (what lets a year's chart fit one event)."""
-    raw = io.BytesIO()
-    fig.savefig(raw, format="png", dpi=dpi)
-    raw.seek(0)
+    entries keep it crisp at about a quarter of the bytes of full colour (what lets a year's chart fit one event).
+    The canvas's pixels are quantized as drawn: encoding a full-colour PNG first only to decode it took a third of
+    the time (the same pixels)."""
+    fig.set_dpi(dpi)
+    fig.canvas.draw()
     out = io.BytesIO()
-    Image.open(raw).convert("RGB").quantize(colors=PALETTE).save(out, format="PNG", optimize=True)
+    pixels = Image.frombuffer("RGBA", fig.canvas.get_width_height(physical=True), fig.canvas.buffer_rgba())
+    pixels.convert("RGB").quantize(colors=PALETTE).save(out, format="PNG", optimize=True)
     return out.getvalue()
 
 

@@ -9,6 +9,7 @@ import contextlib
 import ctypes
 import os
 import pickle
+import select
 import signal
 import sys
 import time
@@ -16,7 +17,7 @@ import traceback
 from dataclasses import dataclass
 from multiprocessing import Pipe
 from multiprocessing.connection import Connection
-from typing import Callable, TypeVar
+from typing import Callable, Iterator, TypeVar
 
 T = TypeVar("T")
 
@@ -24,6 +25,8 @@ AVAILABLE = sys.platform.startswith("linux") and hasattr(os, "fork")
 PR_SET_PDEATHSIG = 1
 # How long a forked child may take to say it is ready (set to die with its parent).
 READY_S = 60.0
+# How long a child that answered may take to exit before it is killed.
+REAP_S = 5.0
 # Set in the child: what `relayed` sends its lines through.
 _TO_PARENT: Connection | None = None
 
@@ -221,15 +224,34 @@ def run(work: Callable[[], T], busy: Callable[[], bool], *, nice: int = 0, max_p
 
 
 def _reap(pid: int) -> None:
-    """Wait for the child briefly (it is exiting after its answer), then kill it."""
-    deadline = time.monotonic() + 5.0
-    while time.monotonic() < deadline:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return
-        time.sleep(0.01)
+    """Wait for the child briefly (it is exiting after its answer), then kill it. Its exit is waited on through a
+    pidfd where Linux has one, so the parent goes on the moment it ends (a 10 ms poll added ms to every phase)."""
+    deadline = time.monotonic() + REAP_S
+    with _pidfd(pid) as fd:
+        while time.monotonic() < deadline:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return
+            if fd is None:
+                time.sleep(0.01)
+            else:
+                select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
     os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
+
+
+@contextlib.contextmanager
+def _pidfd(pid: int) -> Iterator[int | None]:
+    """A descriptor that becomes readable when `pid` ends, or None (no pidfd_open, or the child already reaped)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        yield None
+        return
+    try:
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def _status(status: int) -> str:
