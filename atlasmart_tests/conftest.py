@@ -1,6 +1,8 @@
 """Shared fixtures: a real DuckDB data dir and a copy of the shipped raw evidence per test."""
 
 import atexit
+import fcntl
+import hashlib
 import os
 import shutil
 import tempfile
@@ -77,28 +79,35 @@ Run = tuple[str, str | None] | tuple[str, str | None, dict[str, str]]
 
 
 @pytest.fixture(scope="session")
-def published_cache(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple, Path]:
-    return {}
+def published_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Shared by the pytest-xdist workers of one session (their base temps sit side by side under it)."""
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "published-cache"
+    root.mkdir(exist_ok=True)
+    return root
 
 
 @pytest.fixture
-def published(env: settings.Settings, published_cache: dict[tuple, Path],
-              tmp_path_factory: pytest.TempPathFactory) -> Callable[..., None]:
+def published(env: settings.Settings, published_cache: Path) -> Callable[..., None]:
     """`published((start, end), (start, end, tags), ...)` gives the test's data dir the state those runs of the
     daily job leave on the shipped raw (end None: a single-partition run; tags e.g. a backfill's). Each sequence
-    runs once per test process; tests get a copy. The test's instance holds none of those runs."""
+    runs once per session, in whichever worker asks first; tests get a copy. The test's instance holds none of
+    those runs."""
     def make(*runs: Run) -> None:
         key = tuple((run[0], run[1], tuple(sorted(run[2].items())) if len(run) > 2 else ()) for run in runs)
-        if key not in published_cache:
-            base = tmp_path_factory.mktemp("published")
-            shutil.copytree(REPO_RAW, base / "raw")
-            with pytest.MonkeyPatch.context() as mp, dg.DagsterInstance.ephemeral() as inst:
-                mp.setenv("ATLASMART_RAW_DIR", str(base / "raw"))
-                mp.setenv("ATLASMART_DATA_DIR", str(base / "data"))
-                for start, end, tags in key:
-                    assert run_chain(inst, start, end, dict(tags)).success, (start, end, tags)
-            published_cache[key] = base / "data"
-        shutil.copytree(published_cache[key], env.data_dir, symlinks=True)
+        base = published_cache / hashlib.sha256(repr(key).encode()).hexdigest()[:16]
+        with open(f"{base}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # the other worker waits for the runs rather than repeating them
+            if not (base / "done").exists():
+                shutil.rmtree(base, ignore_errors=True)
+                shutil.copytree(REPO_RAW, base / "raw")
+                with pytest.MonkeyPatch.context() as mp, dg.DagsterInstance.ephemeral() as inst:
+                    mp.setenv("ATLASMART_RAW_DIR", str(base / "raw"))
+                    mp.setenv("ATLASMART_DATA_DIR", str(base / "data"))
+                    for start, end, tags in key:
+                        assert run_chain(inst, start, end, dict(tags)).success, (start, end, tags)
+                (base / "done").write_text(repr(key))
+        shutil.copytree(base / "data", env.data_dir, symlinks=True)
     return make
 
 
