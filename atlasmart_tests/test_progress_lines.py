@@ -84,10 +84,10 @@ def _hold_until_waited_on(warehouse: Path, extra_s: float) -> subprocess.Popen:
     return proc
 
 
-def test_a_wait_for_the_warehouse_is_said_apart_and_not_extrapolated(env, instance, monkeypatch) -> None:
+def test_a_wait_for_the_warehouse_is_said_apart_and_not_extrapolated(env, instance, published, monkeypatch) -> None:
     """Today's load whose correction waits for the lock: its first line says how long of it was waiting, and the
     estimate leaves the wait out (before: a 6 s wait read "about 69 s to go" for 1.3 s of work)."""
-    assert run_chain(instance, "2026-09-19").success
+    published(("2026-09-19", None))
     original = reference.load
     holders: list[subprocess.Popen] = []
 
@@ -163,10 +163,9 @@ def _rollback(instance: dg.DagsterInstance, config: dict) -> dg.ExecuteInProcess
         instance=instance, raise_on_error=False, run_config={"ops": {"rollback_range": {"config": config}}})
 
 
-def test_a_rollbacks_lines_name_its_window_as_validated_never_its_config_as_typed(env, instance) -> None:
-    assert run_chain(instance, "2026-09-05", "2026-09-06").success
-    assert run_chain(instance, "2026-09-05", "2026-09-06", {"dagster/backfill": "bf-2",
-                                                            "atlasmart/rederive": "again"}).success
+def test_a_rollbacks_lines_name_its_window_as_validated_never_its_config_as_typed(env, instance, published) -> None:
+    published(("2026-09-05", "2026-09-06"),
+              ("2026-09-05", "2026-09-06", {"dagster/backfill": "bf-2", "atlasmart/rederive": "again"}))
     result = _rollback(instance, {"start": "20260905", "end": "20260906", "reason": "basic format"})
     lines = _lines(instance, result.run_id, "rollback")
     assert lines and all(line.startswith("rollback 2026-09-05..2026-09-06 [") for line in lines), lines
@@ -211,10 +210,10 @@ def test_a_corrections_read_of_the_published_state_makes_no_estimate_and_its_bui
     assert "raw evidence copied from the warehouse" in logged[0] and logged[0].endswith(" s to go"), logged[0]
 
 
-def test_the_published_checks_fallback_goes_on_and_ends_done(env, instance, monkeypatch) -> None:
+def test_the_published_checks_fallback_goes_on_and_ends_done(env, instance, published, monkeypatch) -> None:
     """The shared read fails (not on the lock), each check alone reads: the step says so, goes on, and its last line
     is `done` (before: `ended`, then two results written with nothing said)."""
-    assert run_chain(instance, DAY).success
+    published((DAY, None))
     original = published_mod.published_checks
 
     def flaky(wh, window, give_way=None, checks=tuple(published_mod.CHECKED), stats=None):  # type: ignore[no-untyped-def]
@@ -231,8 +230,8 @@ def test_the_published_checks_fallback_goes_on_and_ends_done(env, instance, monk
     assert lines[-1].endswith("done") and "2 check result(s) written" in lines[-1], lines
 
 
-def test_the_published_checks_one_of_which_cannot_read_name_the_error(env, instance, monkeypatch) -> None:
-    assert run_chain(instance, DAY).success
+def test_the_published_checks_one_of_which_cannot_read_name_the_error(env, instance, published, monkeypatch) -> None:
+    published((DAY, None))
     controls = candidates.controls
 
     def broken_mart(con, relation, *args, **kwargs):  # type: ignore[no-untyped-def]
@@ -248,8 +247,8 @@ def test_the_published_checks_one_of_which_cannot_read_name_the_error(env, insta
     assert last.endswith("ended"), last
 
 
-def test_the_published_checks_none_of_which_can_read_stop_in_their_read(env, instance, monkeypatch) -> None:
-    assert run_chain(instance, DAY).success
+def test_the_published_checks_none_of_which_can_read_stop_in_their_read(env, instance, published, monkeypatch) -> None:
+    published((DAY, None))
 
     def broken(*args, **kwargs):  # type: ignore[no-untyped-def]
         raise duckdb.CatalogException("Catalog Error: Table with name fct_order_lines does not exist!")
@@ -262,8 +261,8 @@ def test_the_published_checks_none_of_which_can_read_stop_in_their_read(env, ins
     assert not any("held by another process" in line for line in lines), lines
 
 
-def test_the_published_checks_locked_out_say_they_read_nothing(env, instance, monkeypatch, tmp_path) -> None:
-    assert run_chain(instance, DAY).success
+def test_the_published_checks_locked_out_say_they_read_nothing(env, instance, published, monkeypatch, tmp_path) -> None:
+    published((DAY, None))
     code = ("import sys, time, duckdb, pathlib\n"
             "con = duckdb.connect(sys.argv[1]); pathlib.Path(sys.argv[2]).touch(); time.sleep(120)\n")
     held = tmp_path / "held"
