@@ -569,20 +569,20 @@ def _year_projection(instance: dg.DagsterInstance, label: str, short: tuple[str,
     return per_day, projected, [r.run_id for r in runs]
 
 
-def test_a_years_backfill_fits_the_event_log_budget(env, instance) -> None:
+def test_a_years_backfill_fits_the_event_log_budget(env, instance, published) -> None:
     """Every day costs the same few events, and the check results grow by a line a day; the run-wide figures and
     the chart are paid once. Re-publishes of 5 and of 19 days give the cost per day, with the check results'
     growth in it; projected to 365 days, with the largest chart added (unchanged days draw none): ≤ 5 MB."""
-    assert run_chain(instance, *HISTORY, {"dagster/backfill": "bf-first"}).success
+    published((*HISTORY, {"dagster/backfill": "bf-first"}))
     per_day, projected, _ = _year_projection(instance, "unchanged", (HISTORY[0], "2026-09-05"), HISTORY)
     assert per_day > 0 and projected <= YEAR_EVENT_LOG_BUDGET, (per_day, projected)
 
 
-def test_a_year_in_which_every_day_changed_fits_the_event_log_budget(env, instance) -> None:
+def test_a_year_in_which_every_day_changed_fits_the_event_log_budget(env, instance, published) -> None:
     """The larger case: every day has a late batch (a new line, a restated price, a retraction), so each day's
     events carry two batches, the controls before and after, and the sha256 it had; the chart is drawn. Cost per
     day from re-publishes of 5 and 14 changed days, projected to 365 days with the chart at its cap: ≤ 5 MB."""
-    assert run_chain(instance, *HISTORY, {"dagster/backfill": "bf-first"}).success
+    published((*HISTORY, {"dagster/backfill": "bf-first"}))
     first = dt.date.fromisoformat(HISTORY[0])
     for k in range(19):
         day = first + dt.timedelta(days=k)
@@ -596,11 +596,11 @@ def test_a_year_in_which_every_day_changed_fits_the_event_log_budget(env, instan
     assert per_day > 0 and projected <= YEAR_EVENT_LOG_BUDGET, (per_day, projected)
 
 
-def test_a_year_of_days_with_many_long_named_batches_fits_the_event_log_budget(env, instance) -> None:
+def test_a_year_of_days_with_many_long_named_batches_fits_the_event_log_budget(env, instance, published) -> None:
     """Hourly deltas with ids as long as a batch name may be (128 characters), on every day: each day's raw event
     lists its first batch and its latest ones around a count, each id cut; the controls before and after, the sha256
     it had, the chart. Cost per day from re-publishes of 5 and 14 such days, projected to 365 days: ≤ 5 MB."""
-    assert run_chain(instance, *HISTORY, {"dagster/backfill": "bf-first"}).success
+    published((*HISTORY, {"dagster/backfill": "bf-first"}))
     first = dt.date.fromisoformat(HISTORY[0])
     for k in range(19):
         day = first + dt.timedelta(days=k)
@@ -611,11 +611,11 @@ def test_a_year_of_days_with_many_long_named_batches_fits_the_event_log_budget(e
     assert per_day > 0 and projected <= YEAR_EVENT_LOG_BUDGET, (per_day, projected)
 
 
-def test_a_day_of_many_batches_costs_its_event_no_more_than_a_day_of_five(env, instance) -> None:
+def test_a_day_of_many_batches_costs_its_event_no_more_than_a_day_of_five(env, instance, published) -> None:
     """A day may receive hundreds of batches (hourly deltas): its raw event lists the first and the latest two,
     with how many it leaves out, so its size does not grow with the batch count. Days of 3 and of 40 batches,
     loaded in one run, are compared."""
-    assert run_chain(instance, *HISTORY, {"dagster/backfill": "bf-first"}).success
+    published((*HISTORY, {"dagster/backfill": "bf-first"}))
     few, many, long_ids = dt.date(2026, 9, 3), dt.date(2026, 9, 4), dt.date(2026, 9, 5)
     for day, later in ((few, 2), (many, 39)):
         for k in range(later):
