@@ -28,6 +28,8 @@ from atlasmart_assets.lab import run_chain  # noqa: E402
 from atlasmart_tests import state  # noqa: E402
 
 REPO_RAW = Path(__file__).resolve().parent.parent / "raw"
+# The ATLASMART_* settings every test starts from: a cached publication is built under these alone.
+BASELINE = {k: v for k, v in os.environ.items() if k.startswith("ATLASMART_")}
 
 
 LOST_GROUP = pytest.StashKey[str]()
@@ -91,8 +93,8 @@ def published_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def published(env: settings.Settings, published_cache: Path) -> Callable[..., None]:
     """`published((start, end), (start, end, tags), ...)` gives the test's data dir the state those runs of the
     daily job leave on the shipped raw (end None: a single-partition run; tags e.g. a backfill's). Each sequence
-    runs once per session, in whichever worker asks first; tests get a copy. The test's instance holds none of
-    those runs."""
+    runs once per session, in whichever worker asks first, under the baseline settings (not the test's); tests get
+    a copy. The test's instance holds none of those runs. Ask before patching anything the runs would call."""
     def make(*runs: Run) -> None:
         key = tuple((run[0], run[1], tuple(sorted(run[2].items())) if len(run) > 2 else ()) for run in runs)
         base = published_cache / hashlib.sha256(repr(key).encode()).hexdigest()[:16]
@@ -102,6 +104,10 @@ def published(env: settings.Settings, published_cache: Path) -> Callable[..., No
                 shutil.rmtree(base, ignore_errors=True)
                 shutil.copytree(REPO_RAW, base / "raw")
                 with pytest.MonkeyPatch.context() as mp, dg.DagsterInstance.ephemeral() as inst:
+                    for name in [k for k in os.environ if k.startswith("ATLASMART_") and k not in BASELINE]:
+                        mp.delenv(name)  # a setting the asking test made is not the state other tests share
+                    for name, value in BASELINE.items():
+                        mp.setenv(name, value)
                     mp.setenv("ATLASMART_RAW_DIR", str(base / "raw"))
                     mp.setenv("ATLASMART_DATA_DIR", str(base / "data"))
                     for start, end, tags in key:

@@ -13,7 +13,7 @@ import duckdb
 import pytest
 
 from atlasmart_assets import candidates, capacity, generate, raw_load, settings, unchanged
-from atlasmart_assets.checks import published
+from atlasmart_assets.checks import published as published_checks
 from atlasmart_assets.lab import run_chain
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.warehouse import ledger
@@ -103,7 +103,7 @@ def test_a_window_of_one_chunk_by_days_is_appended_and_written_ahead_a_chunk_of_
         return real(con, relation, window, *args, **kwargs)
 
     monkeypatch.setattr(candidates, "controls", spy)
-    assert all(a.passed for a in published.published_checks(Warehouse(), Window.of(*WINDOW)))
+    assert all(a.passed for a in published_checks.published_checks(Warehouse(), Window.of(*WINDOW)))
     assert len(read) > 1 and [d for part in read for d in part.keys] == Window.of(*WINDOW).keys
     assert all(sum(fact[d] for d in part.keys) <= BUDGET or len(part.keys) == 1 for part in read), read
     monkeypatch.setattr(candidates, "controls", real)
@@ -133,11 +133,12 @@ def _fact_lines(cfg: settings.Settings) -> dict[str, int]:
     return _per_day(cfg, "fact.fct_order_lines")
 
 
-def test_the_check_of_the_days_a_republish_keeps_reads_a_chunk_of_lines_at_a_time(env, instance, monkeypatch) -> None:
+def test_the_check_of_the_days_a_republish_keeps_reads_a_chunk_of_lines_at_a_time(env, instance, published,
+                                                                                 monkeypatch) -> None:
     """A re-publish reads each kept day's published lines to check them against its ledger: ten days of one chunk by
     days were read in the ledger's one hold, whatever their lines."""
     monkeypatch.setenv("ATLASMART_CHUNK_LINES", str(BUDGET))
-    assert run_chain(instance, *WINDOW, BF).success
+    published((*WINDOW, BF))
     fact = _fact_lines(settings.load())
     copied: list[list[str]] = []
     real = unchanged.copy_published
@@ -204,19 +205,19 @@ def test_an_abandoned_write_ahead_is_dropped_a_chunk_of_its_lines_at_a_time(env,
         con.close()
 
 
-def test_a_backfill_check_of_one_chunk_does_not_wait_for_todays_load(env, instance, monkeypatch) -> None:
+def test_a_backfill_check_of_one_chunk_does_not_wait_for_todays_load(env, instance, published, monkeypatch) -> None:
     """Only a read of more than one chunk gives way before each: the ledger read that sizes the chunks does not."""
-    assert run_chain(instance, *WINDOW, BF).success
+    published((*WINDOW, BF))
     waited: list[str] = []
 
     def give_way() -> float:
         waited.append("give way")
         return 0.0
 
-    assert all(a.passed for a in published.published_checks(Warehouse(), Window.of(*WINDOW), give_way))
+    assert all(a.passed for a in published_checks.published_checks(Warehouse(), Window.of(*WINDOW), give_way))
     assert waited == []
     monkeypatch.setenv("ATLASMART_CHUNK_LINES", str(BUDGET))
-    assert all(a.passed for a in published.published_checks(Warehouse(), Window.of(*WINDOW), give_way))
+    assert all(a.passed for a in published_checks.published_checks(Warehouse(), Window.of(*WINDOW), give_way))
     assert waited == ["give way"] * 5
 
 
