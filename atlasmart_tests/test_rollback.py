@@ -167,15 +167,18 @@ def _assert_restored_version_shown(instance: dg.DagsterInstance, cfg, run_id: st
         "change_notice"].value == str(notice)
 
 
-def test_ui_rollback_records_materializations_of_the_restored_partitions(env, instance) -> None:
-    assert run_chain(instance, "2026-09-19", "2026-09-20").success
+def test_ui_rollback_records_materializations_of_the_restored_partitions(env, instance, published) -> None:
+    published(("2026-09-19", "2026-09-20"))
     lab.publish_legacy_incident(Warehouse())
     result = defs.resolve_job_def("rollback_job").execute_in_process(
         instance=instance,
         run_config={"ops": {"rollback_range": {"config": {"start": "2026-09-20", "reason": "undo the incident"}}}})
     assert result.success
     _assert_restored_version_shown(instance, env, result.run_id, "2026-09-20")
-    assert _latest(instance, "fact/fct_order_lines", "2026-09-19").run_id != result.run_id, "only the window"
+    # The instance holds the rollback's run alone: any materialization of 2026-09-19 in it would be the rollback's.
+    outside = instance.fetch_materializations(dg.AssetRecordsFilter(
+        asset_key=dg.AssetKey(["fact", "fct_order_lines"]), asset_partitions=["2026-09-19"]), limit=1).records
+    assert not outside, "only the window"
 
 
 @pytest.fixture
@@ -185,9 +188,9 @@ def home_instance() -> Iterator[dg.DagsterInstance]:
         yield inst
 
 
-def test_cli_rollback_is_a_run_of_rollback_job_in_the_instance(env, home_instance, capsys) -> None:
+def test_cli_rollback_is_a_run_of_rollback_job_in_the_instance(env, home_instance, published, capsys) -> None:
     instance = home_instance
-    assert run_chain(instance, "2026-09-19", "2026-09-20").success
+    published(("2026-09-19", "2026-09-20"))
     lab.publish_legacy_incident(Warehouse())
     capsys.readouterr()
     assert cli.main(["rollback", "--from", "2026-09-20", "--reason", "undo the incident"]) == 0
@@ -204,10 +207,10 @@ def test_cli_rollback_is_a_run_of_rollback_job_in_the_instance(env, home_instanc
     assert len(failed) == 1
 
 
-def test_a_rollback_of_several_days_puts_its_own_figures_on_the_newest_day_only(env, instance) -> None:
+def test_a_rollback_of_several_days_puts_its_own_figures_on_the_newest_day_only(env, instance, published) -> None:
     """Each restored day's events carry that day's figures; the publication, window, notice and reason go once, on
     the newest day's (a year's rollback would otherwise repeat them 3 x 365 times)."""
-    assert run_chain(instance, "2026-09-18", "2026-09-20").success
+    published(("2026-09-18", "2026-09-20"))
     assert run_chain(instance, "2026-09-18", "2026-09-20", {"dagster/backfill": "bf-again",
                                                             "atlasmart/rederive": "a second version"}).success
     result = defs.resolve_job_def("rollback_job").execute_in_process(
@@ -226,8 +229,8 @@ def test_a_rollback_of_several_days_puts_its_own_figures_on_the_newest_day_only(
             assert ("back to the first version" in text) == newest, (asset, day, text)
 
 
-def test_a_rollback_reason_past_its_length_is_refused_and_nothing_changes(env, instance, capsys) -> None:
-    assert run_chain(instance, "2026-09-19", "2026-09-20").success
+def test_a_rollback_reason_past_its_length_is_refused_and_nothing_changes(env, published, capsys) -> None:
+    published(("2026-09-19", "2026-09-20"))
     lab.publish_legacy_incident(Warehouse())
     before = state.snapshot(env)
     assert cli.main(["rollback", "--from", "2026-09-20", "--reason", "x" * 1001]) == 2
@@ -241,8 +244,8 @@ def _rollback_run(instance: dg.DagsterInstance, start: str, end: str, reason: st
         run_config={"ops": {"rollback_range": {"config": {"start": start, "end": end, "reason": reason}}}})
 
 
-def test_a_rollback_logs_each_phase_and_ends_after_its_events(env, instance) -> None:
-    assert run_chain(instance, "2026-09-01", "2026-09-19").success
+def test_a_rollback_logs_each_phase_and_ends_after_its_events(env, instance, published) -> None:
+    published(("2026-09-01", "2026-09-19"))
     assert run_chain(instance, "2026-09-01", "2026-09-19", {"dagster/backfill": "bf-again",
                                                             "atlasmart/rederive": "a second version"}).success
     result = _rollback_run(instance, "2026-09-01", "2026-09-19", "back to the first version")
@@ -259,10 +262,10 @@ def test_a_rollback_logs_each_phase_and_ends_after_its_events(env, instance) -> 
     assert not any(line.endswith(", done") for line in lines[:-1]), lines
 
 
-def test_a_rollback_of_a_mistyped_window_is_refused_in_a_few_words(env, instance) -> None:
+def test_a_rollback_of_a_mistyped_window_is_refused_in_a_few_words(env, instance, published) -> None:
     """A year typed as ten (2016 for 2026): the refusal names the never-published days as ranges, so the run's
     failure events stay small (a list of 3,650 days made a 110 KB event), and nothing changes."""
-    assert run_chain(instance, "2026-09-01", "2026-09-19").success
+    published(("2026-09-01", "2026-09-19"))
     before = state.snapshot(env)
     result = _rollback_run(instance, "2016-09-01", "2026-09-19", "typo")
     assert not result.success and state.snapshot(env) == before
@@ -274,7 +277,7 @@ def test_a_rollback_of_a_mistyped_window_is_refused_in_a_few_words(env, instance
     assert max(sizes) < 16 * 1024, sorted(sizes)[-3:]
 
 
-def test_a_long_rollback_holds_the_warehouse_briefly_and_restores_every_day_as_it_was(env, instance,
+def test_a_long_rollback_holds_the_warehouse_briefly_and_restores_every_day_as_it_was(env, instance, published,
                                                                                        monkeypatch) -> None:
     """A rollback copies no line (a year's copied in one hold held the warehouse 8.2 s; in chunks, 25 holds): over
     19 days in chunks of 5, the restore takes one hold for its checks and one for the mart's rows, each of its
@@ -282,7 +285,7 @@ def test_a_long_rollback_holds_the_warehouse_briefly_and_restores_every_day_as_i
     for byte. A version stored before the store recorded where (no day_versions row) owns its rows, and is pointed
     at the same way."""
     days = [f"2026-09-{k:02d}" for k in range(1, 20)]
-    assert run_chain(instance, days[0], days[-1]).success
+    published((days[0], days[-1]))
     first = {d: (env.published_dir / f"partition={d}.json").read_bytes() for d in days}
     rows_first = state.table_rows(env, "(select * from fact.fct_order_lines order by all)")
     for day in days:
@@ -423,14 +426,15 @@ def test_a_rollback_to_a_version_whose_fact_rows_predate_the_derived_fact_restor
 
 
 def test_a_version_past_retention_is_refused_by_the_restore_even_where_a_rollback_keeps_its_lines(
-        env, instance, monkeypatch) -> None:
+        env, instance, published, monkeypatch) -> None:
     """A version older than day_versions owns its rows; a rollback pointing at it keeps its lines past its
     retention, but not its mart rows. Rolling back to it once it is past retention is refused where the restore
     checks, before any work, as past retention (a review found it passed there and the commit refused it, naming
     a publication committed meanwhile that never was)."""
-    monkeypatch.setenv("ATLASMART_RETAIN_VERSIONS", "1")
     days = ["2026-09-18", "2026-09-19"]
-    assert run_chain(instance, days[0], days[-1]).success
+    # Retention set after the first load, whose cache other tests share: one version a day, it prunes nothing.
+    published((days[0], days[-1]))
+    monkeypatch.setenv("ATLASMART_RETAIN_VERSIONS", "1")
     [(first,)] = state.table_rows(env, "(select distinct publication_id from audit.current_publications)")
     with Warehouse().writer() as con:  # the first load as an older release left it
         con.execute("delete from audit.day_versions where publication_id = $p", {"p": first})
@@ -447,12 +451,13 @@ def test_a_version_past_retention_is_refused_by_the_restore_even_where_a_rollbac
     assert state.snapshot(env) == before
 
 
-def test_a_day_published_after_a_rollback_chose_its_targets_refuses_the_rollback(env, instance, monkeypatch) -> None:
+def test_a_day_published_after_a_rollback_chose_its_targets_refuses_the_rollback(env, instance, published,
+                                                                                 monkeypatch) -> None:
     """A rollback chooses its targets in one read and compares what it publishes over with what it reads next: a
     day published between the two would be rolled back past, its new version undone with nothing said (a review
     found it). It is refused, and nothing changes."""
     days = ["2026-09-18", "2026-09-19"]
-    assert run_chain(instance, days[0], days[-1]).success
+    published((days[0], days[-1]))
     generate.late_delta(env.raw_dir, dt.date.fromisoformat(days[0]), f"B-{days[0]}-02")
     assert run_chain(instance, days[0], days[-1], {"dagster/backfill": "bf-02"}).success
     generate.late_delta(env.raw_dir, dt.date.fromisoformat(days[1]), f"B-{days[1]}-03")
@@ -498,10 +503,10 @@ def _stopped_cli_rollback(tmp_path, gate: str, locked: bool = False) -> tuple[st
 
 
 def test_a_cli_rollback_stopped_by_ctrl_c_before_its_commit_changes_nothing_and_says_so(
-        env, home_instance, tmp_path) -> None:
+        env, home_instance, published, tmp_path) -> None:
     """Ctrl-C while the command works: exit 130, one line saying it was interrupted and nothing was published, the
     run failed (not left started), the scratch dropped, and the next rollback runs."""
-    assert run_chain(home_instance, "2026-09-19", "2026-09-20").success
+    published(("2026-09-19", "2026-09-20"))
     lab.publish_legacy_incident(Warehouse())
     before = state.snapshot(env)
     run_id, code, err = _stopped_cli_rollback(tmp_path, "rollback_restored")
@@ -518,12 +523,12 @@ def test_a_cli_rollback_stopped_by_ctrl_c_before_its_commit_changes_nothing_and_
 
 @pytest.mark.parametrize("gate", ["publish_committed", "rollback_committed"])
 def test_a_cli_rollback_stopped_by_ctrl_c_after_its_commit_says_what_it_published(
-        env, home_instance, tmp_path, gate: str) -> None:
+        env, home_instance, published, tmp_path, gate: str) -> None:
     """Ctrl-C once the commit is made (before its extracts are swapped in, or while the run's events are written):
     the rollback stands, and the command names its publication instead of claiming nothing was published. Extracts
     the commit had not swapped in yet are swapped in before the command says so; a notice it had not written yet
     is said to be missing."""
-    assert run_chain(home_instance, "2026-09-19", "2026-09-20").success
+    published(("2026-09-19", "2026-09-20"))
     lab.publish_legacy_incident(Warehouse())
     run_id, code, err = _stopped_cli_rollback(tmp_path, gate)
     last = err.strip().splitlines()[-1]
@@ -539,10 +544,10 @@ def test_a_cli_rollback_stopped_by_ctrl_c_after_its_commit_says_what_it_publishe
 
 
 def test_a_cli_rollback_stopped_while_another_process_holds_the_warehouse_says_it_could_not_read_the_ledger(
-        env, home_instance, tmp_path) -> None:
+        env, home_instance, published, tmp_path) -> None:
     """The last line's ledger read waits seconds, not the lock timeout (ATLASMART_LOCK_TIMEOUT_S, 600 s by default),
     and says what it could not read rather than guess."""
-    assert run_chain(home_instance, "2026-09-19", "2026-09-20").success
+    published(("2026-09-19", "2026-09-20"))
     lab.publish_legacy_incident(Warehouse())
     _, code, err = _stopped_cli_rollback(tmp_path, "rollback_restored", locked=True)
     last = err.strip().splitlines()[-1]
@@ -815,9 +820,8 @@ def test_a_rollback_reaching_the_newest_partition_from_an_earlier_day_is_fenced(
     """The newest partition is the current lane's: a rollback of 2026-09-20..21 is refused before anything moves,
     as a backfill's window is, unless it carries an override reason (then recorded in the ledger); the newest day
     alone may be rolled back. A review found a rollback moved the newest partition with no override."""
-    published(("2026-09-20", None), ("2026-09-21", None))
-    assert run_chain(instance, "2026-09-20", "2026-09-20", {"dagster/backfill": "bf-again"}).success
-    assert run_chain(instance, "2026-09-21").success
+    published(("2026-09-20", None), ("2026-09-21", None),
+              ("2026-09-20", "2026-09-20", {"dagster/backfill": "bf-again"}), ("2026-09-21", None))
     assert run_chain(instance, "2026-09-21").success
     before = state.snapshot(env)
     capsys.readouterr()
@@ -834,13 +838,12 @@ def test_a_rollback_reaching_the_newest_partition_from_an_earlier_day_is_fenced(
 
 @pytest.mark.parametrize("flag", ["--fence-override", "--requested-by"])
 def test_a_rollback_whose_override_or_who_asked_is_too_long_to_record_is_refused_before_anything_moves(
-        env, instance, published, capsys, flag) -> None:
+        env, published, capsys, flag) -> None:
     """A rollback's override and who asked go into every restored day's ledger row and its notice, as a backfill's
     do: past REASON_MAX_CHARS it is refused before anything moves (a review found 260,003 characters stored twice)."""
     from atlasmart_assets.contract import REASON_MAX_CHARS
-    published(("2026-09-20", None), ("2026-09-21", None))
-    assert run_chain(instance, "2026-09-20", "2026-09-20", {"dagster/backfill": "bf-again"}).success
-    assert run_chain(instance, "2026-09-21").success
+    published(("2026-09-20", None), ("2026-09-21", None),
+              ("2026-09-20", "2026-09-20", {"dagster/backfill": "bf-again"}), ("2026-09-21", None))
     before = state.snapshot(env)
     value = "see incident " * 20_000 + "end"
     capsys.readouterr()
