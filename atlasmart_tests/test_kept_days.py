@@ -23,6 +23,10 @@ WINDOW = ("2026-09-01", "2026-09-10")
 DAYS = [f"2026-09-{d:02d}" for d in range(1, 11)]
 BF = {"dagster/backfill": "bf-kept", "atlasmart/reason": "kept days"}
 REDERIVE = {"dagster/backfill": "bf-rederive", "atlasmart/reason": "rebuild all", "atlasmart/rederive": "check"}
+# The first correction of the window on the shipped raw, replayed by the `published` fixture once per test process
+# for every test set up by it. The window is one chunk: each run parses its files, never reading a loaded batch back
+# by its path, so the test's own copy of the raw serves as the setup's did (not so in chunks of 3 days).
+FIRST = (*WINDOW, BF)
 
 
 def _build_line(instance, result) -> str:  # noqa: ANN001
@@ -41,8 +45,8 @@ def _ledger(env, day: str) -> list[tuple]:  # noqa: ANN001
                                  "audit.publications)", f"d = '{day}'")
 
 
-def test_a_late_batch_builds_its_day_only_and_gives_what_building_every_day_gives(env, instance) -> None:
-    _run(instance, BF)
+def test_a_late_batch_builds_its_day_only_and_gives_what_building_every_day_gives(env, instance, published) -> None:
+    published(FIRST)
     # The ledger rows are written in one statement from a frame: a first publication's "before" is NULL, not NaN.
     assert state.table_rows(env, "(select count(*) from audit.publications where rows_before is null and "
                                  "prev_publication_id is null and controls_before is null and source_high_sequence "
@@ -70,8 +74,8 @@ def test_a_late_batch_builds_its_day_only_and_gives_what_building_every_day_give
 
 
 @pytest.mark.parametrize("rederive", [False, True])
-def test_a_day_whose_published_rows_differ_from_its_ledger_is_built_again(env, instance, rederive) -> None:
-    _run(instance, BF)
+def test_a_day_whose_published_rows_differ_from_its_ledger_is_built_again(env, instance, published, rederive) -> None:
+    published(FIRST)
     before = state.content(env)
     with Warehouse().writer() as con:
         # Behind the ledger's back: one stored staged line (so the published fact too) and one mart row.
@@ -108,8 +112,8 @@ def _fact_events(instance, run_id: str) -> dict[str, dict]:  # noqa: ANN001
     return out
 
 
-def test_a_built_day_repeating_a_line_id_of_a_kept_day_is_refused(env, instance) -> None:
-    _run(instance, BF)
+def test_a_built_day_repeating_a_line_id_of_a_kept_day_is_refused(env, instance, published) -> None:
+    published(FIRST)
     published = state.snapshot(env)
     other = json.loads((env.raw_dir / "partition=2026-09-05.json").read_text())["lines"][0]
     day = dt.date(2026, 9, 4)
@@ -125,8 +129,8 @@ def test_a_built_day_repeating_a_line_id_of_a_kept_day_is_refused(env, instance)
     assert state.snapshot(env) == published, "refused: nothing moved"
 
 
-def test_a_deletion_request_builds_the_days_holding_its_subject(env, instance) -> None:
-    _run(instance, BF)
+def test_a_deletion_request_builds_the_days_holding_its_subject(env, instance, published) -> None:
+    published(FIRST)
     subject, holding = customer_and_days(env.raw_dir, DAYS, "2026-09-03")
     assert 0 < len(holding) < len(DAYS)
     deletion_request(env.raw_dir, "DR-0100", "erasure request", customer_id=subject)
@@ -161,8 +165,8 @@ def test_a_deletion_request_builds_the_days_holding_its_subject(env, instance) -
     assert state.content(env) == content
 
 
-def test_a_day_emptied_by_retractions_is_kept_as_published_by_the_next_correction(env, instance) -> None:
-    _run(instance, BF)
+def test_a_day_emptied_by_retractions_is_kept_as_published_by_the_next_correction(env, instance, published) -> None:
+    published(FIRST)
     emptied = dt.date(2026, 9, 4)
     generate.late_delta(env.raw_dir, emptied, "B-2026-09-04-02", new=0, restate=0, retract=10**6)
     applied = _run(instance, {**BF, "dagster/backfill": "bf-empty", "atlasmart/accept_shrink": "all retracted"})
@@ -179,8 +183,8 @@ def test_a_day_emptied_by_retractions_is_kept_as_published_by_the_next_correctio
     assert state.content(env) == content, "building every day gives what keeping the empty day gave"
 
 
-def test_a_new_dimension_version_or_release_builds_every_day(env, instance, monkeypatch) -> None:
-    _run(instance, BF)
+def test_a_new_dimension_version_or_release_builds_every_day(env, instance, published, monkeypatch) -> None:
+    published(FIRST)
     retier_first_customer(env.raw_dir)
     dimension = _run(instance, {**BF, "dagster/backfill": "bf-dimension"})
     assert "candidates for 10 day(s) of 10" in _build_line(instance, dimension)
@@ -263,9 +267,9 @@ def test_a_day_is_kept_only_when_the_requests_that_named_it_when_built_name_it_n
                               ["2026-09-01"]) == ["2026-09-01"], "the raw step, before requests are looked at"
 
 
-def test_a_kept_day_the_publish_would_not_point_at_its_stored_rows_publishes_nothing(env, instance,
+def test_a_kept_day_the_publish_would_not_point_at_its_stored_rows_publishes_nothing(env, instance, published,
                                                                                     monkeypatch) -> None:
-    _run(instance, BF)
+    published(FIRST)
     published = state.snapshot(env)
     monkeypatch.setattr(ledger, "reused", lambda before, after: {})  # as if no day's stored rows could be read
     result = run_chain(instance, *WINDOW, {**BF, "dagster/backfill": "bf-unstored"})
@@ -293,10 +297,11 @@ def test_a_one_day_run_decides_in_its_first_read_and_repairs_a_changed_day(env, 
     assert state.content(env) == content
 
 
-def test_a_warehouse_from_before_the_requests_named_keeps_its_days_by_the_requests_applied(env, instance) -> None:
+def test_a_warehouse_from_before_the_requests_named_keeps_its_days_by_the_requests_applied(env, instance,
+                                                                                           published) -> None:
     """A warehouse no writer has migrated since migration 014: a reader reads its ledger without the column, a
     version from before is compared by the requests it applied, and the next publish records the requests named."""
-    _run(instance, BF)
+    published(FIRST)
     content = state.content(env)
     with Warehouse().writer() as con:
         con.execute("alter table audit.day_versions drop column requests_named")

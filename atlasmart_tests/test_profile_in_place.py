@@ -51,8 +51,10 @@ def _rederived(instance, env) -> dict:  # noqa: ANN001
     return state.content(env)
 
 
-def test_a_republish_copies_no_loaded_line_into_its_scratch(env, instance, copied) -> None:
-    _run(instance, BF)
+def test_a_republish_copies_no_loaded_line_and_counts_every_record_of_the_days(env, instance, copied) -> None:
+    """Profiled where they are loaded, the days are copied nowhere, and the raw step's figures per day (records,
+    controls, batches) are those a parse of the files gives."""
+    first = _run(instance, BF)
     content = state.content(env)
     copied.clear()
     again = _run(instance, {**BF, "dagster/backfill": "bf-again"})
@@ -61,12 +63,6 @@ def test_a_republish_copies_no_loaded_line_into_its_scratch(env, instance, copie
         in parse, parse
     assert all(days == [] for days in copied), f"no loaded line copied into the scratch: {copied}"
     assert state.content(env) == content, "profiled in place, the same evidence publishes the same content"
-
-
-def test_the_profile_in_place_counts_every_record_of_the_days(env, instance, copied) -> None:
-    """The raw step's figures per day (records, controls, batches) are those a parse of the files gives."""
-    first = _run(instance, BF)
-    again = _run(instance, {**BF, "dagster/backfill": "bf-again"})
     assert _line(instance, again, "profile").split(";")[0] == _line(instance, first, "profile").split(";")[0]
 
     def figures(result) -> dict:  # noqa: ANN001

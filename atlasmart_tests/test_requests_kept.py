@@ -14,7 +14,7 @@ from atlasmart_assets.warehouse.publish import PublishConflict
 from atlasmart_assets.window import Window
 from atlasmart_tests import state
 from atlasmart_tests.evidence_edits import customer_and_days, deletion_request
-from atlasmart_tests.test_kept_days import BF, REDERIVE, WINDOW, _build_line, _run
+from atlasmart_tests.test_kept_days import BF, FIRST, REDERIVE, WINDOW, _build_line, _run
 
 DAY = "2026-09-04"
 
@@ -32,12 +32,13 @@ def _retract(env, day: str, line_id: str, batch_id: str) -> None:  # noqa: ANN00
                                                      "source_sequence": high + 1}], "delta")
 
 
-def test_a_request_naming_only_a_retracted_line_leaves_it_in_the_retained_versions(env, instance) -> None:
+def test_a_request_naming_only_a_retracted_line_leaves_it_in_the_retained_versions(env, instance,
+                                                                                   published) -> None:
     """A request that names a record of the day's evidence is in force for its build (requests_named), but the
     build erases earlier versions only for the requests credited with a suppressed line (requests_applied). A
     line the source retracted before the request came stays in the versions retained for a rollback: history
     shows it, and a rollback publishes it again."""
-    _run(instance, BF)
+    published(FIRST)
     line = json.loads((env.raw_dir / f"partition={DAY}.json").read_text())["lines"][0]["line_id"]
     first = _current_pub(env, DAY)
     _retract(env, DAY, line, f"B-{DAY}-02")
@@ -65,12 +66,12 @@ def _scope(run_id: str, window: Window, backfill: str | None = None) -> RunScope
 
 
 def test_a_run_that_loaded_its_requests_before_another_run_applied_a_new_one_refuses_to_unapply_it(
-        env, instance, monkeypatch) -> None:
+        env, published, monkeypatch) -> None:
     """Two runs overlapping: a backfill loads the deletion requests, then a request arrives and a run of one of its
     days applies it and commits before the backfill flags its window. The backfill reads the ledger after that
     commit, so no day moved since its audit; before, it published that day built without the request, and the
     subject's lines were published again. Its commit now refuses, nothing published."""
-    _run(instance, BF)
+    published(FIRST)
     wh = Warehouse()
     race_day = "2026-09-03"
     published = None
@@ -103,9 +104,10 @@ def test_a_run_that_loaded_its_requests_before_another_run_applied_a_new_one_ref
     assert state.table_rows(env, "fact.fct_order_lines", f"customer_id = '{subject}'") == []
 
 
-def test_a_kept_empty_day_past_retention_rolls_back_and_republishes_as_built(env, instance, monkeypatch) -> None:
+def test_a_kept_empty_day_past_retention_rolls_back_and_republishes_as_built(env, instance, published,
+                                                                            monkeypatch) -> None:
     monkeypatch.setenv("ATLASMART_RETAIN_VERSIONS", "1")
-    _run(instance, BF)
+    published(FIRST)
     generate.late_delta(env.raw_dir, dt.date.fromisoformat(DAY), f"B-{DAY}-02", new=0, restate=0, retract=10**6)
     _run(instance, {**BF, "dagster/backfill": "bf-empty", "atlasmart/accept_shrink": "all retracted"})
     content = state.content(env)
@@ -126,8 +128,8 @@ def test_a_kept_empty_day_past_retention_rolls_back_and_republishes_as_built(env
     assert state.content(env) == content
 
 
-def test_a_request_naming_a_restated_line_is_applied_then_kept(env, instance) -> None:
-    _run(instance, BF)
+def test_a_request_naming_a_restated_line_is_applied_then_kept(env, instance, published) -> None:
+    published(FIRST)
     generate.late_delta(env.raw_dir, dt.date.fromisoformat(DAY), f"B-{DAY}-02", new=0, restate=3, retract=0)
     _run(instance, {**BF, "dagster/backfill": "bf-restate"})
     restated = json.loads(next((env.raw_dir / f"partition={DAY}").glob("*.json")).read_text())["lines"]
@@ -146,8 +148,9 @@ def test_a_request_naming_a_restated_line_is_applied_then_kept(env, instance) ->
 
 
 @pytest.mark.parametrize("tamper", ["staged", "mart"])
-def test_an_empty_day_whose_published_rows_were_tampered_with_is_built_again(env, instance, tamper) -> None:
-    _run(instance, BF)
+def test_an_empty_day_whose_published_rows_were_tampered_with_is_built_again(env, instance, published,
+                                                                            tamper) -> None:
+    published(FIRST)
     other = "2026-09-05"
     generate.late_delta(env.raw_dir, dt.date.fromisoformat(DAY), f"B-{DAY}-02", new=0, restate=0, retract=10**6)
     _run(instance, {**BF, "dagster/backfill": "bf-empty", "atlasmart/accept_shrink": "all retracted"})
@@ -169,11 +172,11 @@ def test_an_empty_day_whose_published_rows_were_tampered_with_is_built_again(env
     assert state.content(env) == content
 
 
-def test_a_reader_of_a_warehouse_not_migrated_to_014_reads_what_it_needs(env, instance) -> None:
+def test_a_reader_of_a_warehouse_not_migrated_to_014_reads_what_it_needs(env, published) -> None:
     from atlasmart_assets import stale, unchanged
     from atlasmart_assets.warehouse import ledger
 
-    _run(instance, BF)
+    published(FIRST)
     with Warehouse().writer() as con:
         con.execute("alter table audit.day_versions drop column requests_named")
         con.execute("delete from audit.schema_migrations where version = 14")
@@ -226,11 +229,11 @@ def _erased_days(env, request_id: str) -> list[str]:  # noqa: ANN001
              f"where extract_json like '%\"erased\"%{request_id}%')")]
 
 
-def test_a_second_request_for_an_erased_subject_erases_no_rollback_history(env, instance) -> None:
+def test_a_second_request_for_an_erased_subject_erases_no_rollback_history(env, instance, published) -> None:
     """The second request names the subject's records on the days the first erased, and takes no line out of them
     (the first is credited): no version since holds the subject, so nothing is erased again and a rollback to the
     version the first published still works (a review found this change erased them all again)."""
-    _run(instance, BF)
+    published(FIRST)
     subject, days = customer_and_days(env.raw_dir, Window.of(*WINDOW).keys, DAY)
     deletion_request(env.raw_dir, "DR-0700", "erasure", customer_id=subject)
     _run(instance, {**BF, "dagster/backfill": "bf-first"})
@@ -245,11 +248,11 @@ def test_a_second_request_for_an_erased_subject_erases_no_rollback_history(env, 
     assert state.table_rows(env, "fact.fct_order_lines", f"customer_id = '{subject}'") == []
 
 
-def test_a_request_naming_a_line_retracted_past_retention_erases_the_versions_it_cannot_read(env, instance,
+def test_a_request_naming_a_line_retracted_past_retention_erases_the_versions_it_cannot_read(env, instance, published,
                                                                                              monkeypatch) -> None:
     """A version whose lines retention dropped may have held the line: its extract is erased all the same."""
     monkeypatch.setenv("ATLASMART_RETAIN_VERSIONS", "1")
-    _run(instance, BF)
+    published(FIRST)
     line = json.loads((env.raw_dir / f"partition={DAY}.json").read_text())["lines"][0]["line_id"]
     _retract(env, DAY, line, f"B-{DAY}-02")
     _run(instance, {**BF, "dagster/backfill": "bf-retract"})
@@ -267,11 +270,11 @@ def test_a_request_naming_a_line_retracted_past_retention_erases_the_versions_it
 
 
 def test_a_second_request_after_retention_dropped_a_version_built_under_the_first_erases_nothing(
-        env, instance, monkeypatch) -> None:
+        env, instance, published, monkeypatch) -> None:
     """A version whose lines retention dropped but which was built under a request for the same subject held none of
     its lines: it erases nothing (a review found every day erased again once a version went past retention)."""
     monkeypatch.setenv("ATLASMART_RETAIN_VERSIONS", "1")
-    _run(instance, BF)
+    published(FIRST)
     subject, days = customer_and_days(env.raw_dir, Window.of(*WINDOW).keys, DAY)
     deletion_request(env.raw_dir, "DR-0700", "erasure", customer_id=subject)
     _run(instance, {**BF, "dagster/backfill": "bf-first"})
@@ -287,10 +290,11 @@ def test_a_second_request_after_retention_dropped_a_version_built_under_the_firs
     rollback.rollback(Warehouse(), DAY, None, "undo", "run-undo", to_publication=previous)
 
 
-def test_a_second_request_with_a_lower_id_for_an_erased_subject_erases_no_rollback_history(env, instance) -> None:
+def test_a_second_request_with_a_lower_id_for_an_erased_subject_erases_no_rollback_history(env, instance,
+                                                                                           published) -> None:
     """The lower id takes the credit for the subject's lines (suppressed_lines.sql), so it is applied: an applied
     request erases only where a version holds a line it names, too (a review found it erased every day again)."""
-    _run(instance, BF)
+    published(FIRST)
     subject, days = customer_and_days(env.raw_dir, Window.of(*WINDOW).keys, DAY)
     deletion_request(env.raw_dir, "DR-0702", "erasure", customer_id=subject)
     _run(instance, {**BF, "dagster/backfill": "bf-first"})
