@@ -5,13 +5,16 @@ chunks of 3 days, so their 10-day window is a long one."""
 
 import datetime as dt
 import json
+import os
 import re
+import shutil
+from typing import Callable
 
 import dagster as dg
 import duckdb
 import pytest
 
-from atlasmart_assets import generate, raw_files, raw_load, sql
+from atlasmart_assets import generate, raw_files, raw_load, settings, sql
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.warehouse import ledger
 from atlasmart_assets.warehouse.connection import LockStats, attach
@@ -20,6 +23,45 @@ from atlasmart_tests import state
 
 WINDOW = ("2026-09-01", "2026-09-10")
 BF = {"dagster/backfill": "bf-read-back"}
+CHUNKS = ("ATLASMART_CHUNK_DAYS", "ATLASMART_CHUNK_LINES")
+
+
+@pytest.fixture(scope="session")
+def loaded_cache(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    return {"raw": tmp_path_factory.mktemp("read-back") / "raw"}
+
+
+@pytest.fixture
+def window_loaded(env: settings.Settings, monkeypatch: pytest.MonkeyPatch, loaded_cache: dict,
+                  tmp_path_factory: pytest.TempPathFactory) -> Callable[[], settings.Settings]:
+    """`window_loaded()` gives the test the state one run of the daily job over WINDOW leaves on the shipped raw,
+    under the chunk settings in force, and returns the settings to use. The warehouse finds a loaded batch by its
+    file's path, which the `published` fixture's raw does not share: here the run and every test use one raw path,
+    copied afresh from the shipped raw for each test. The run executes once per process; tests get a copy of its
+    data dir. The test's instance holds no record of it."""
+    raw = loaded_cache["raw"]
+
+    def fresh_raw() -> None:
+        shutil.rmtree(raw, ignore_errors=True)
+        shutil.copytree(env.raw_dir, raw)  # env's pristine copy: copy2 keeps each file's bytes and mtime
+
+    def load() -> settings.Settings:
+        from atlasmart_assets.lab import run_chain
+
+        key = tuple(os.environ.get(name) for name in CHUNKS)
+        if key not in loaded_cache:
+            fresh_raw()
+            data = tmp_path_factory.mktemp("read-back-data") / "data"
+            with pytest.MonkeyPatch.context() as mp, dg.DagsterInstance.ephemeral() as inst:
+                mp.setenv("ATLASMART_RAW_DIR", str(raw))
+                mp.setenv("ATLASMART_DATA_DIR", str(data))
+                assert run_chain(inst, *WINDOW).success
+            loaded_cache[key] = data
+        fresh_raw()
+        shutil.copytree(loaded_cache[key], env.data_dir, symlinks=True)
+        monkeypatch.setenv("ATLASMART_RAW_DIR", str(raw))
+        return settings.load()
+    return load
 
 
 def _logs(instance, result) -> list[str]:  # noqa: ANN001
@@ -49,10 +91,8 @@ def _raw_lines(wh: Warehouse, run_id: str) -> list[tuple]:
         con.close()
 
 
-def test_read_back_lines_equal_the_parsed_lines(env, instance) -> None:
-    from atlasmart_assets.lab import run_chain
-
-    assert run_chain(instance, *WINDOW).success
+def test_read_back_lines_equal_the_parsed_lines(window_loaded) -> None:
+    env = window_loaded()
     wh, window = Warehouse(), Window.of(*WINDOW)
     with wh.reader() as con:
         loaded = {str(s["file"]): s for s in ledger.loaded_batches(con, window).values()}
@@ -122,11 +162,12 @@ def test_a_rerun_parses_only_what_is_new(env, instance, monkeypatch) -> None:
     assert n == 4, "the new batch was appended"
 
 
-def test_a_batch_missing_lines_in_the_warehouse_is_parsed_and_loaded_again(env, instance, monkeypatch) -> None:
+def test_a_batch_missing_lines_in_the_warehouse_is_parsed_and_loaded_again(window_loaded, instance,
+                                                                          monkeypatch) -> None:
     from atlasmart_assets.lab import run_chain
 
     monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "3")
-    assert run_chain(instance, *WINDOW).success
+    env = window_loaded()
     with Warehouse().writer() as con:
         records = con.execute("select count(*) from raw.order_lines where partition_date = '2026-09-05'").fetchone()[0]
         con.execute("delete from raw.order_lines where partition_date = '2026-09-05' and line_id in "
@@ -138,13 +179,13 @@ def test_a_batch_missing_lines_in_the_warehouse_is_parsed_and_loaded_again(env, 
     assert n == records, "the batch's lines are whole again"
 
 
-def test_every_audit_runs_on_read_back_lines(env, instance, monkeypatch) -> None:
+def test_every_audit_runs_on_read_back_lines(window_loaded, instance, monkeypatch) -> None:
     """A loaded line changed in the warehouse (its batch file unchanged) no longer gives the manifest's controls:
     read back, it is refused as a parsed file would be, and nothing published moves."""
     from atlasmart_assets.lab import run_chain
 
     monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "3")
-    assert run_chain(instance, *WINDOW).success
+    env = window_loaded()
     with Warehouse().writer() as con:
         con.execute("update raw.order_lines set unit_price = unit_price + 1 where partition_date = '2026-09-06' "
                     "and line_id = (select min(line_id) from raw.order_lines where partition_date = '2026-09-06')")
@@ -156,14 +197,14 @@ def test_every_audit_runs_on_read_back_lines(env, instance, monkeypatch) -> None
     assert state.snapshot(env) == before
 
 
-def test_a_new_batch_with_stale_controls_beside_read_back_lines_is_blamed_not_the_warehouse(env, instance,
+def test_a_new_batch_with_stale_controls_beside_read_back_lines_is_blamed_not_the_warehouse(window_loaded, instance,
                                                                                              monkeypatch) -> None:
     """A late batch whose manifest repeats the day's earlier controls is refused; the finding says the read-back
     lines are as they were loaded and names the batch parsed now, rather than blaming the warehouse's copy."""
     from atlasmart_assets.lab import run_chain
 
     monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "3")
-    assert run_chain(instance, *WINDOW).success
+    env = window_loaded()
     day = dt.date(2026, 9, 6)
     first = env.raw_dir / f"partition={day.isoformat()}.json"
     path = generate.late_delta(env.raw_dir, day, "B-2026-09-06-STALE", new=1, restate=0, retract=0)
@@ -193,8 +234,8 @@ def _move_an_order(day: str) -> tuple[str, str]:
 
 
 @pytest.mark.parametrize("late", [False, True], ids=["kept", "rebuilt"])
-def test_a_loaded_line_changed_where_the_controls_do_not_move_is_refused_then_loaded_again(env, instance, monkeypatch,
-                                                                                         late) -> None:
+def test_a_loaded_line_changed_where_the_controls_do_not_move_is_refused_then_loaded_again(window_loaded, instance,
+                                                                                         monkeypatch, late) -> None:
     """Read-back lines are compared with what was loaded from their file, line by line, not only by the day's
     controls: an order moved to another customer in raw.order_lines is refused (with a late batch that day too,
     where it would have been built from the changed copy), nothing published moves, and once the batch's lines are
@@ -202,7 +243,7 @@ def test_a_loaded_line_changed_where_the_controls_do_not_move_is_refused_then_lo
     from atlasmart_assets.lab import run_chain
 
     monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "3")
-    assert run_chain(instance, *WINDOW).success
+    env = window_loaded()
     published = state.content(env)
     day = "2026-09-06"
     order, other = _move_an_order(day)
@@ -227,14 +268,15 @@ def test_a_loaded_line_changed_where_the_controls_do_not_move_is_refused_then_lo
         assert state.content(env) == published
 
 
-def test_a_batch_loaded_before_its_lines_were_fingerprinted_is_loaded_again_once(env, instance, monkeypatch) -> None:
+def test_a_batch_loaded_before_its_lines_were_fingerprinted_is_loaded_again_once(window_loaded, instance,
+                                                                                 monkeypatch) -> None:
     """A warehouse from before the fingerprints (or from another DuckDB release) cannot vouch for its loaded lines:
     each such batch is parsed and loaded again from its file, which records its fingerprint, and is read back from
     the next run on."""
     from atlasmart_assets.lab import run_chain
 
     monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "3")
-    assert run_chain(instance, *WINDOW).success
+    env = window_loaded()
     content = state.content(env)
     with Warehouse().writer() as con:
         con.execute("update raw.batches set lines_fingerprint = null where partition_date = '2026-09-02'")
@@ -251,16 +293,15 @@ def test_a_batch_loaded_before_its_lines_were_fingerprinted_is_loaded_again_once
     assert re.search(r"\b0 parsed, 10 already loaded", _parse_line(instance, again)), _parse_line(instance, again)
 
 
-def test_a_correction_without_its_raw_step_reads_the_evidence_back_a_chunk_at_a_time(env, instance,
+def test_a_correction_without_its_raw_step_reads_the_evidence_back_a_chunk_at_a_time(window_loaded,
                                                                                     monkeypatch) -> None:
     """A run of the correction alone (no raw step parsed into its scratch) reads the window's loaded lines back
     in one short read per chunk of days, and publishes what the whole chain published."""
     from atlasmart_assets.correction import correct
-    from atlasmart_assets.lab import run_chain
     from atlasmart_assets.scope import RunInfo, RunScope
 
     monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "3")
-    assert run_chain(instance, *WINDOW).success
+    env = window_loaded()
     content = state.content(env)
     wh = Warehouse()
     reads, chunk_reads = [], []
@@ -284,17 +325,16 @@ def test_a_correction_without_its_raw_step_reads_the_evidence_back_a_chunk_at_a_
     assert state.content(env) == content
 
 
-def test_a_correction_without_its_raw_step_refuses_lines_changed_since_they_were_loaded(env, instance,
+def test_a_correction_without_its_raw_step_refuses_lines_changed_since_they_were_loaded(window_loaded,
                                                                                         monkeypatch) -> None:
     """The correction run alone builds from the lines it reads back, which no raw audit looked at: an order moved
     to another customer in raw.order_lines (the day's controls unchanged) is refused naming its batch file and day,
     with atlasmart/rederive too (every day built), and nothing published moves."""
     from atlasmart_assets.correction import correct
-    from atlasmart_assets.lab import run_chain
     from atlasmart_assets.scope import RunInfo, RunScope
 
     monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "3")
-    assert run_chain(instance, *WINDOW).success
+    env = window_loaded()
     _move_an_order("2026-09-04")
     before = state.snapshot(env)
     run = RunInfo("correction-alone", "bf-alone", rederive="every day")
@@ -323,12 +363,12 @@ def test_a_correction_alone_over_days_whose_raw_is_not_loaded_says_to_select_raw
     assert state.snapshot(env) == before
 
 
-def test_a_window_of_one_chunk_parses_its_files(env, instance) -> None:
+def test_a_window_of_one_chunk_parses_its_files(window_loaded, instance) -> None:
     """Today's load (and any window of one chunk) parses its loaded files again rather than take the warehouse
     lock once more to read them back."""
     from atlasmart_assets.lab import run_chain
 
-    assert run_chain(instance, *WINDOW).success
+    window_loaded()
     again = run_chain(instance, *WINDOW, BF)
     assert again.success and "10 batch file(s): 10 parsed, 0 already loaded" in _parse_line(instance, again)
     newest = run_chain(instance, "2026-09-21")
@@ -337,7 +377,7 @@ def test_a_window_of_one_chunk_parses_its_files(env, instance) -> None:
     assert again.success and "1 batch file(s): 1 parsed, 0 already loaded" in _parse_line(instance, again)
 
 
-def test_a_long_read_back_gives_its_chunks_up_to_processes_waiting_on_the_warehouse(env, instance,
+def test_a_long_read_back_gives_its_chunks_up_to_processes_waiting_on_the_warehouse(window_loaded, instance,
                                                                                    monkeypatch) -> None:
     """With a process announcing that it waits on the warehouse throughout, each chunk of a long read of loaded lines
     (a re-run profiles them where they are loaded) is given up PREEMPT_MAX times (the rows it read rolled back), then
@@ -347,7 +387,7 @@ def test_a_long_read_back_gives_its_chunks_up_to_processes_waiting_on_the_wareho
     from atlasmart_tests.waiters import StandingWaiter
 
     monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "3")
-    assert run_chain(instance, *WINDOW).success
+    env = window_loaded()
     content = state.content(env)
     monkeypatch.setattr(connection, "HANDOVER_MAX_S", 0.05)  # the announcer never takes the lock
     waiter = StandingWaiter(env.warehouse_path)
@@ -374,14 +414,12 @@ def _writer_can_open(path) -> bool:  # noqa: ANN001
     return subprocess.run([sys.executable, "-c", probe, str(path)], check=False).returncode == 0
 
 
-def test_a_read_back_keeps_writers_out_during_each_chunk_and_lets_them_in_between(env, instance,
+def test_a_read_back_keeps_writers_out_during_each_chunk_and_lets_them_in_between(window_loaded,
                                                                                    monkeypatch) -> None:
     """Each chunk's read-only attach of the warehouse keeps another process's writer out while the chunk is read
     (as a read-only connection did), and its detach lets one in before the next chunk."""
-    from atlasmart_assets.lab import run_chain
-
     monkeypatch.setenv("ATLASMART_CHUNK_DAYS", "3")
-    assert run_chain(instance, *WINDOW).success
+    window_loaded()
     wh = Warehouse()
     con = wh.open_scratch("locks")
     try:
