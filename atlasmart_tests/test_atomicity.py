@@ -75,25 +75,21 @@ def test_reader_sees_all_old_or_all_new(env, instance, tmp_path) -> None:
           f"(longest {result['longest_conflict_s']}s)")
 
 
-@pytest.fixture(scope="module")
-def incident_dir(tmp_path_factory) -> Path:
+_INCIDENT: list[Path] = []  # built by the first test of this process that asks, then shared as a module fixture is
+
+
+@pytest.fixture
+def incident_dir(env, published, tmp_path_factory) -> Path:
     """A data dir where 2026-09-20 carries the legacy cost: the state a correction starts from."""
-    base = tmp_path_factory.mktemp("incident")
-    raw = base / "raw"
-    shutil.copytree(REPO / "raw", raw)
-    old = {k: os.environ.get(k) for k in ("ATLASMART_RAW_DIR", "ATLASMART_DATA_DIR")}
-    os.environ.update(ATLASMART_RAW_DIR=str(raw), ATLASMART_DATA_DIR=str(base / "data"))
-    try:
-        with dg.DagsterInstance.ephemeral() as inst:
-            assert run_chain(inst, "2026-09-18", "2026-09-20").success and run_chain(inst, "2026-09-21").success
+    if not _INCIDENT:
+        # The cached runs are the ones the erasure tests below (and test_kill_points) start from.
+        published(("2026-09-18", "2026-09-20"), ("2026-09-21", None))
         publish_legacy_incident(Warehouse())
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    return base
+        base = tmp_path_factory.mktemp("incident")
+        shutil.copytree(env.raw_dir, base / "raw")
+        shutil.copytree(env.data_dir, base / "data", symlinks=True)
+        _INCIDENT.append(base)
+    return _INCIDENT[0]
 
 
 # (failpoint, extra environment): with one-day chunks the three days' rows are written ahead of the commit (a
