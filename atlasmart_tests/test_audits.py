@@ -390,14 +390,15 @@ time.sleep(30)
 """
 
 
-def test_a_published_check_that_cannot_read_reports_it_and_fails_nothing(env, instance, tmp_path, monkeypatch) -> None:
+def test_a_published_check_that_cannot_read_reports_it_and_fails_nothing(env, published, tmp_path,
+                                                                         monkeypatch) -> None:
     import subprocess
     import sys
     import time
 
     from atlasmart_assets.checks.published import _guarded
 
-    assert run_chain(instance, DAY).success
+    published((DAY, None))
     monkeypatch.setenv("ATLASMART_LOCK_TIMEOUT_S", "1")
     marker = tmp_path / "held"
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(env.warehouse_path), str(marker)])

@@ -215,15 +215,17 @@ def test_superseded_versions_are_removed_after_the_commit_hold_unless_an_erasure
     assert [p.name for p in env.versions_dir.iterdir()] == [extracts.resolve(env).name], "only the current survives"
 
 
-def test_a_prune_after_its_hold_leaves_what_later_publications_superseded_to_their_judgement(env, instance, monkeypatch) -> None:
+def test_a_prune_after_its_hold_leaves_what_later_publications_superseded_to_their_judgement(env, instance, published,
+                                                                                            monkeypatch) -> None:
     """Grace 0. Publisher A judges what to keep in its hold and prunes after it; B and C commit in between, C's
     swap superseding B's version, one of the last 10 that B's and C's prunes keep: A's prune leaves it, superseded
     after A judged (a review found A's stale judgement deleting it)."""
     from atlasmart_assets import extracts as ext
 
+    day = "2026-09-19"
+    # A first publication supersedes no version: the grace cannot change what it leaves, only A's, B's and C's prunes.
+    published((day, "2026-09-20"))
     monkeypatch.setenv("ATLASMART_VERSION_GRACE_S", "0")
-    day = "2026-09-10"
-    assert run_chain(instance, day, day).success
     real, state_ = ext.prune, {"nested": False, "ids": []}
 
     def prune(cfg, keep, immediately=False, superseded=None, **kw):  # noqa: ANN001, ANN202

@@ -111,7 +111,7 @@ def test_a_lock_timeout_fails_the_step_naming_its_window_and_the_wait(env, insta
 
     from atlasmart_tests import state
 
-    published(("2026-09-05", "2026-09-06"))
+    published(("2026-09-18", "2026-09-20"))  # a warehouse for the other process to hold
     monkeypatch.setenv("ATLASMART_LOCK_TIMEOUT_S", "1")
     holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
                                "print('held', flush=True); time.sleep(300)", str(env.warehouse_path)],

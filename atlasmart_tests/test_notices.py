@@ -69,9 +69,9 @@ def test_a_hostile_backfill_id_never_becomes_a_path() -> None:
         assert "/" not in name and not name.startswith(".") and name.startswith("id-"), name
 
 
-def test_the_publish_writes_the_notice_without_slack_or_a_daemon(env, instance, monkeypatch) -> None:
+def test_the_publish_writes_the_notice_without_slack_or_a_daemon(env, instance, published, monkeypatch) -> None:
     monkeypatch.delenv("ATLASMART_SLACK_TOKEN", raising=False)
-    assert run_chain(instance, "2026-09-19", "2026-09-20").success and run_chain(instance, "2026-09-21").success
+    published(("2026-09-19", "2026-09-20"), ("2026-09-21", None))
     lab.publish_legacy_incident(Warehouse())
     newest = (env.published_dir / "partition=2026-09-21.json").read_bytes()
     assert run_chain(instance, "2026-09-20", "2026-09-20",
@@ -90,8 +90,8 @@ def test_the_publish_writes_the_notice_without_slack_or_a_daemon(env, instance, 
     assert len(list(env.notices_dir.glob("pub-*.md"))) == 3  # 19..20, 21, the incident's republication
 
 
-def test_a_rollback_writes_its_notice_named_after_its_publication(env, instance) -> None:
-    assert run_chain(instance, "2026-09-19", "2026-09-21", {"atlasmart/fence_override": "test"}).success
+def test_a_rollback_writes_its_notice_named_after_its_publication(env, instance, published) -> None:
+    published(("2026-09-19", "2026-09-21", {"atlasmart/fence_override": "test"}))
     lab.publish_legacy_incident(Warehouse())
     result = defs.resolve_job_def("rollback_job").execute_in_process(
         instance=instance, run_config={"ops": {"rollback_range": {"config": {"start": "2026-09-20",
@@ -104,10 +104,10 @@ def test_a_rollback_writes_its_notice_named_after_its_publication(env, instance)
     assert "- 2026-09-19: **unchanged**" in text and "- 2026-09-21: **unchanged**" in text
 
 
-def test_a_rollback_s_notice_and_ledger_say_who_asked_and_the_operator_s_tags(env, instance) -> None:
+def test_a_rollback_s_notice_and_ledger_say_who_asked_and_the_operator_s_tags(env, instance, published) -> None:
     """A rollback launched with a user tag and a tag of the operator's own: its notice names both, as a
     correction's does (a review found "Requested by: no user tag" and no tags: the run's tags never reached it)."""
-    assert run_chain(instance, "2026-09-19", "2026-09-21", {"atlasmart/fence_override": "test"}).success
+    published(("2026-09-19", "2026-09-21", {"atlasmart/fence_override": "test"}))
     lab.publish_legacy_incident(Warehouse())
     result = defs.resolve_job_def("rollback_job").execute_in_process(
         instance=instance, tags={"user": "ana", "ticket": "OPS-9"},

@@ -46,23 +46,24 @@ def test_a_backfill_of_two_runs_notice_lists_the_input_evidence_of_every_day(env
     assert "- 2026-09-15:" in evidence, evidence
 
 
-def test_slack_published_message_counts_a_day_a_backfill_published_twice_once(env, instance) -> None:
+def test_slack_published_message_counts_a_day_a_backfill_published_twice_once(env, instance, published) -> None:
     """Two runs of one backfill publish the same day (a run retried or re-executed while the backfill is on):
     the change notice shows the day once (before its first, after its last), but Slack's "Correction published"
     counts it twice and lists it both as changed and as unchanged."""
     bf = "bf-twice"
-    assert run_chain(instance, "2026-09-20", "2026-09-20").success  # what was published before the backfill
+    # What was published before the backfill (the sensor reads only the backfill's runs and the ledger).
+    published(("2026-09-18", "2026-09-20"))
     from atlasmart_assets import lab
     lab.publish_legacy_incident(Warehouse())  # cost 435 on 2026-09-20
     assert run_chain(instance, "2026-09-20", "2026-09-20", {"dagster/backfill": bf}).success
     assert run_chain(instance, "2026-09-20", "2026-09-20", {"dagster/backfill": bf}).success  # the retry
     with SlackServer() as server:
         _tick(LIFECYCLE, instance, _slack(server))
-    published = next(rendered(m) for m in server.messages if "Correction published" in m["text"])
+    message = next(rendered(m) for m in server.messages if "Correction published" in m["text"])
     notice = (env.notices_dir / f"{bf}.md").read_text()
     assert "- Days republished: 1;" in notice  # the notice: one day
-    assert "1 partition(s) republished, content changed in 1" in published, published
-    assert "Content unchanged" not in published, published
+    assert "1 partition(s) republished, content changed in 1" in message, message
+    assert "Content unchanged" not in message, message
 
 
 # --- Slack heads past a section's 3,000 characters -------------------------------------------------------------
@@ -135,12 +136,13 @@ def _current(env, day: str) -> str:
         con.close()
 
 
-def test_a_rollback_to_the_publication_already_current_says_so_not_past_retention(env, instance, capsys) -> None:
+def test_a_rollback_to_the_publication_already_current_says_so_not_past_retention(env, instance, published,
+                                                                                  capsys) -> None:
     """`--to-publication` naming what is current (an id copied from the wrong line of a notice): refused, rightly,
     but as "the earlier versions of 2026-09-20 (1 day) are past retention" with three versions of a retention of
     ten. The operator is told the history is gone when it is not."""
     from atlasmart_assets import cli, lab
-    assert run_chain(instance, "2026-09-20", "2026-09-20").success
+    published(("2026-09-18", "2026-09-20"))  # the command's rollback runs in DAGSTER_HOME's instance, not this one
     lab.publish_legacy_incident(Warehouse())
     assert run_chain(instance, "2026-09-20", "2026-09-20", {"dagster/backfill": "bf-fix"}).success
     current = _current(env, "2026-09-20")
@@ -151,12 +153,14 @@ def test_a_rollback_to_the_publication_already_current_says_so_not_past_retentio
     assert "past retention" not in last and "already show it" in last, last
 
 
-def test_a_refused_rollback_s_run_failure_alert_names_the_days_it_was_asked_to_roll_back(env, instance) -> None:
+def test_a_refused_rollback_s_run_failure_alert_names_the_days_it_was_asked_to_roll_back(env, instance,
+                                                                                         published) -> None:
     """A rollback refused by the fence (or with nothing earlier to restore) is a failed run of rollback_job: the run
     failure alert is all Slack gets of it. Its window is in the run's config, not its tags, so the alert says
     "Failing partition(s): none", "Run window: none" and "(no assets)": the channel cannot tell which days."""
     from atlasmart_assets.definitions import defs
-    assert run_chain(instance, "2026-09-19", "2026-09-21", {"atlasmart/fence_override": "t"}).success
+    # The sensor alerts on failed runs only: the publication's successful run need not be in this instance.
+    published(("2026-09-19", "2026-09-21", {"atlasmart/fence_override": "test"}))
     result = defs.resolve_job_def("rollback_job").execute_in_process(
         instance=instance, raise_on_error=False,
         run_config={"ops": {"rollback_range": {"config": {"start": "2026-09-20", "end": "2026-09-21",
@@ -189,12 +193,12 @@ def test_slack_and_the_notice_name_the_same_requester(env, instance, tags) -> No
 
 
 def test_a_refused_to_publication_is_quoted_so_a_newline_in_it_does_not_cut_the_command_s_message(
-        env, instance, capsys) -> None:
+        env, published, capsys) -> None:
     """README: "A config value a plan or rollback refuses (…) is quoted cut to 64 characters". The rollback's
     `to_publication` is cut (contract.shown_id) but not quoted, and the command prints only the last line of the
     error: a value with a newline (or a terminal escape) loses the start of the message and reaches the terminal raw."""
     from atlasmart_assets import cli
-    assert run_chain(instance, "2026-09-19", "2026-09-20").success
+    published(("2026-09-19", "2026-09-20"))  # the command's rollback runs in DAGSTER_HOME's instance, not this one
     capsys.readouterr()
     code = cli.main(["rollback", "--from", "2026-09-19", "--reason", "r", "--to-publication",
                      "pub-typo\n\x1b[31mrest"])
