@@ -81,39 +81,44 @@ Run = tuple[str, str | None] | tuple[str, str | None, dict[str, str]]
 
 
 @pytest.fixture(scope="session")
-def published_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Shared by the pytest-xdist workers of one session (their base temps sit side by side under it)."""
+def published_state(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    """`published_state((start, end), (start, end, tags), ...)` is the data dir those runs of the daily job leave on
+    the shipped raw (end None: a single-partition run; tags e.g. a backfill's), to be copied, never written. Each
+    sequence runs once per session, in whichever pytest-xdist worker asks first (their base temps sit side by side
+    under one root), under the baseline settings (not the asking test's). Ask before patching anything the runs
+    would call."""
     base = tmp_path_factory.getbasetemp()
     root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "published-cache"
     root.mkdir(exist_ok=True)
-    return root
 
-
-@pytest.fixture
-def published(env: settings.Settings, published_cache: Path) -> Callable[..., None]:
-    """`published((start, end), (start, end, tags), ...)` gives the test's data dir the state those runs of the
-    daily job leave on the shipped raw (end None: a single-partition run; tags e.g. a backfill's). Each sequence
-    runs once per session, in whichever worker asks first, under the baseline settings (not the test's); tests get
-    a copy. The test's instance holds none of those runs. Ask before patching anything the runs would call."""
-    def make(*runs: Run) -> None:
+    def build(*runs: Run) -> Path:
         key = tuple((run[0], run[1], tuple(sorted(run[2].items())) if len(run) > 2 else ()) for run in runs)
-        base = published_cache / hashlib.sha256(repr(key).encode()).hexdigest()[:16]
-        with open(f"{base}.lock", "w") as lock:
+        cached = root / hashlib.sha256(repr(key).encode()).hexdigest()[:16]
+        with open(f"{cached}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # the other worker waits for the runs rather than repeating them
-            if not (base / "done").exists():
-                shutil.rmtree(base, ignore_errors=True)
-                shutil.copytree(REPO_RAW, base / "raw")
+            if not (cached / "done").exists():
+                shutil.rmtree(cached, ignore_errors=True)
+                shutil.copytree(REPO_RAW, cached / "raw")
                 with pytest.MonkeyPatch.context() as mp, dg.DagsterInstance.ephemeral() as inst:
                     for name in [k for k in os.environ if k.startswith("ATLASMART_") and k not in BASELINE]:
                         mp.delenv(name)  # a setting the asking test made is not the state other tests share
                     for name, value in BASELINE.items():
                         mp.setenv(name, value)
-                    mp.setenv("ATLASMART_RAW_DIR", str(base / "raw"))
-                    mp.setenv("ATLASMART_DATA_DIR", str(base / "data"))
+                    mp.setenv("ATLASMART_RAW_DIR", str(cached / "raw"))
+                    mp.setenv("ATLASMART_DATA_DIR", str(cached / "data"))
                     for start, end, tags in key:
                         assert run_chain(inst, start, end, dict(tags)).success, (start, end, tags)
-                (base / "done").write_text(repr(key))
-        shutil.copytree(base / "data", env.data_dir, symlinks=True)
+                (cached / "done").write_text(repr(key))
+        return cached / "data"
+    return build
+
+
+@pytest.fixture
+def published(env: settings.Settings, published_state: Callable[..., Path]) -> Callable[..., None]:
+    """`published(*runs)` gives the test's data dir a copy of `published_state(*runs)`. The test's instance holds
+    none of those runs."""
+    def make(*runs: Run) -> None:
+        shutil.copytree(published_state(*runs), env.data_dir, symlinks=True)
     return make
 
 

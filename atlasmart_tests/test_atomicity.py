@@ -75,21 +75,18 @@ def test_reader_sees_all_old_or_all_new(env, instance, tmp_path) -> None:
           f"(longest {result['longest_conflict_s']}s)")
 
 
-_INCIDENT: list[Path] = []  # built by the first test of this process that asks, then shared as a module fixture is
-
-
-@pytest.fixture
-def incident_dir(env, published, tmp_path_factory) -> Path:
+@pytest.fixture(scope="module")
+def incident_dir(published_state, tmp_path_factory) -> Path:
     """A data dir where 2026-09-20 carries the legacy cost: the state a correction starts from."""
-    if not _INCIDENT:
-        # The cached runs are the ones the erasure tests below (and test_kill_points) start from.
-        published(("2026-09-18", "2026-09-20"), ("2026-09-21", None))
+    base = tmp_path_factory.mktemp("incident")
+    shutil.copytree(REPO / "raw", base / "raw")
+    # The cached runs are the ones the erasure tests below (and test_kill_points) start from.
+    shutil.copytree(published_state(("2026-09-18", "2026-09-20"), ("2026-09-21", None)), base / "data", symlinks=True)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ATLASMART_RAW_DIR", str(base / "raw"))
+        mp.setenv("ATLASMART_DATA_DIR", str(base / "data"))
         publish_legacy_incident(Warehouse())
-        base = tmp_path_factory.mktemp("incident")
-        shutil.copytree(env.raw_dir, base / "raw")
-        shutil.copytree(env.data_dir, base / "data", symlinks=True)
-        _INCIDENT.append(base)
-    return _INCIDENT[0]
+    return base
 
 
 # (failpoint, extra environment): with one-day chunks the three days' rows are written ahead of the commit (a

@@ -23,7 +23,7 @@ WINDOW = ("2026-09-01", "2026-09-10")
 DAYS = [f"2026-09-{d:02d}" for d in range(1, 11)]
 BF = {"dagster/backfill": "bf-kept", "atlasmart/reason": "kept days"}
 REDERIVE = {"dagster/backfill": "bf-rederive", "atlasmart/reason": "rebuild all", "atlasmart/rederive": "check"}
-# The first correction of the window on the shipped raw, replayed by the `published` fixture once per test process
+# The first correction of the window on the shipped raw, replayed by the `published` fixture once per test session
 # for every test set up by it. The window is one chunk: each run parses its files, never reading a loaded batch back
 # by its path, so the test's own copy of the raw serves as the setup's did (not so in chunks of 3 days).
 FIRST = (*WINDOW, BF)
@@ -114,7 +114,7 @@ def _fact_events(instance, run_id: str) -> dict[str, dict]:  # noqa: ANN001
 
 def test_a_built_day_repeating_a_line_id_of_a_kept_day_is_refused(env, instance, published) -> None:
     published(FIRST)
-    published = state.snapshot(env)
+    shown = state.snapshot(env)
     other = json.loads((env.raw_dir / "partition=2026-09-05.json").read_text())["lines"][0]
     day = dt.date(2026, 9, 4)
     high = max(b.source_high_sequence for b in generate.read_batches(env.raw_dir, day))
@@ -126,7 +126,7 @@ def test_a_built_day_repeating_a_line_id_of_a_kept_day_is_refused(env, instance,
     [audit] = [e for e in result.get_asset_check_evaluations()
                if e.check_name == "fct_order_lines_line_id_unique_across_days"]
     assert not audit.passed and other["line_id"] in audit.description, audit.description
-    assert state.snapshot(env) == published, "refused: nothing moved"
+    assert state.snapshot(env) == shown, "refused: nothing moved"
 
 
 def test_a_deletion_request_builds_the_days_holding_its_subject(env, instance, published) -> None:
@@ -270,13 +270,13 @@ def test_a_day_is_kept_only_when_the_requests_that_named_it_when_built_name_it_n
 def test_a_kept_day_the_publish_would_not_point_at_its_stored_rows_publishes_nothing(env, instance, published,
                                                                                     monkeypatch) -> None:
     published(FIRST)
-    published = state.snapshot(env)
+    shown = state.snapshot(env)
     monkeypatch.setattr(ledger, "reused", lambda before, after: {})  # as if no day's stored rows could be read
     result = run_chain(instance, *WINDOW, {**BF, "dagster/backfill": "bf-unstored"})
     assert not result.success
     causes = state.failure_causes(result)
     assert any("kept as published but the publish would not read" in c for c in causes), causes
-    assert state.snapshot(env) == published, "no kept day was published empty"
+    assert state.snapshot(env) == shown, "no kept day was published empty"
 
 
 def test_a_one_day_run_decides_in_its_first_read_and_repairs_a_changed_day(env, instance) -> None:
