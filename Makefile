@@ -30,17 +30,18 @@ browser:
 	else echo "make browser: chromium is missing and cannot be installed here (needs root and apt-get);" \
 	  "the browser test will be skipped (under CI=true it fails)"; fi
 
-# Everything: the in-process tier on both cores, then the deployment and browser tests on two workers, in the two
-# groups atlasmart_tests/deployment.py pairs by length (each file starts its own webserver + daemon on its own
-# DAGSTER_HOME and port; they mostly wait on daemon ticks, so two side by side take about 6 minutes instead of 11).
+# Everything: the in-process tier on three workers, then the deployment and browser tests on three workers, one per
+# group atlasmart_tests/deployment.py sets (each file starts its own webserver + daemon on its own DAGSTER_HOME and
+# port). Three workers on two cores: the in-process tests leave about a tenth of the cores idle (forks, lock waits,
+# fsyncs), and a deployment mostly waits on daemon ticks (README, Tests: How long it takes).
 # -rs prints the reason of every skipped test (e.g. the browser test without chromium).
 test: setup browser
-	$(BIN)/python -m pytest -q -rs -m "not integration" -n 2 --dist loadgroup
-	$(BIN)/python -m pytest -q -rs -m integration -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -q -rs -m "not integration" -n 3 --dist loadgroup
+	$(BIN)/python -m pytest -q -rs -m integration -n 3 --dist loadgroup
 
-# The inner loop: every test but the deployment and browser ones (marked integration), on both cores.
+# The inner loop: every test but the deployment and browser ones (marked integration), as `test` runs them.
 test-fast: setup
-	$(BIN)/python -m pytest -q -m "not integration" -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -q -m "not integration" -n 3 --dist loadgroup
 
 lab: setup
 	$(BIN)/atlasmart lab

@@ -81,11 +81,13 @@ SELF_LAUNCHING_SENSORS = ("atlasmart_freshness", "atlasmart_newest_partition_cat
 SELF_LAUNCHING_SCHEDULES = ("atlasmart_daily_schedule", "atlasmart_observe_landing_batches",
                             "atlasmart_scan_published_for_suppressed_keys")
 
-# `make test` runs the deployment tests on two workers (--dist loadgroup), a group per worker. Their lengths at
-# b8cec62 (--durations): freshness/saturation 267 s, lanes 227 s, UI backfill 151 s, first run 48 s; handed out file
-# by file they took 437 s for 693 s of tests. Paired as below the two shares are about 378 s and 315 s.
+# `make test` runs the deployment tests on three workers (--dist loadgroup), a group per worker: a deployment mostly
+# waits on daemon ticks and gated runs (the tier used about 55 % of one core at 16ad1f9), so three side by side fit on
+# two cores. Their lengths at 16ad1f9 (--durations, two workers): lanes 180 s, freshness/saturation 196 s, UI
+# backfill 109 s, first run 58 s; in two groups the tier took 297 s, bound by lanes + UI backfill.
 WORKER_A = pytest.mark.xdist_group("deployments-a")
 WORKER_B = pytest.mark.xdist_group("deployments-b")
+WORKER_C = pytest.mark.xdist_group("deployments-c")
 
 LOCATION_STATUS = """
 { workspaceOrError { __typename ... on Workspace { locationEntries { name loadStatus

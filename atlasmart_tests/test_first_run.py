@@ -19,7 +19,7 @@ from atlasmart_assets.definitions import defs
 from atlasmart_assets.lab import run_chain
 from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.schedules import CATCH_UP
-from atlasmart_tests.deployment import WORKER_B, deployment, runs
+from atlasmart_tests.deployment import WORKER_C, deployment, runs
 
 REPO_RAW = Path(__file__).resolve().parent.parent / "raw"
 NEWEST = "2026-09-21"
@@ -83,7 +83,7 @@ def test_catch_up_does_not_retry_its_own_failed_run(env, instance) -> None:
 
 
 @pytest.mark.integration
-@WORKER_B
+@WORKER_C
 def test_a_fresh_deployment_publishes_the_newest_day_without_a_launch(tmp_path: Path) -> None:
     raw = tmp_path / "raw"
     shutil.copytree(REPO_RAW, raw)

@@ -33,7 +33,7 @@ from atlasmart_tests.deployment import (
     LAUNCH_RUN,
     LOCATION,
     REPOSITORY,
-    WORKER_A,
+    WORKER_C,
     Deployment,
     DeploymentError,
     Gates,
@@ -48,7 +48,7 @@ from atlasmart_tests.ui import CHROMIUM, Operator, browser, in_ci
 
 pytestmark = [
     pytest.mark.integration,
-    WORKER_A,
+    WORKER_C,
     pytest.mark.skipif(not CHROMIUM.exists() and not in_ci(),
                        reason=f"{CHROMIUM} is missing (install Debian's chromium; `make test` does); "
                               "under CI a missing chromium fails instead"),
