@@ -264,6 +264,53 @@ def test_hostile_values_cannot_ping_or_forge_a_status_line(build) -> None:  # no
     assert "&lt;!channel&gt; urgent *Correction published* fake line" in _shown(messages)
 
 
+# A right-to-left override shows the rest of its line reversed ("…ton si 0" reads "0 is not…"), a zero-width space
+# and a bidi isolate are not seen at all, a NUL or an escape may end or colour a terminal's copy.
+UNSEEN = "late file\u202e0 si latot\u202c ana\u200bana \u2066x\u2069 \x00\x1b[31m\u2028\ufeff"
+
+
+def _unseen_backfill() -> fmt.Backfill:
+    return fmt.Backfill("bf-\u202e1", "2026-09-14", ["a/b"], UNSEEN, UNSEEN, {"note": UNSEEN})
+
+
+@pytest.mark.parametrize("build", [
+    lambda: fmt.backfill_started(_unseen_backfill(), LINKS, "v"),
+    lambda: fmt.backfill_failed(_unseen_backfill(), "FAILURE", LINKS),
+    lambda: fmt.backfill_published(_unseen_backfill(), CHANGES, NEIGHBOURS, "/n/x.md", "a/b", LINKS),
+    lambda: fmt.rolled_back("r", UNSEEN, CHANGES, [UNSEEN], "a/b", LINKS),
+    lambda: fmt.run_failure(fmt.RunFailure(None, ["a/b"], "r", "", [], UNSEEN, UNSEEN,
+                                           [fmt.StepError("s", [], UNSEEN)]), LINKS),
+    lambda: fmt.check_failure(fmt.CheckFailure("a/b", "c", "ERROR", True, [], "", UNSEEN, {"x": UNSEEN}, "r"), LINKS),
+], ids=["started", "failed", "published", "rolled-back", "run-failure", "check"])
+def test_invisible_characters_in_hostile_values_are_shown_as_code_points(build) -> None:  # noqa: ANN001
+    messages = build()
+    _valid(messages)
+    for text in [m.text for m in messages] + [json.dumps([list(m.blocks) for m in messages], ensure_ascii=False)]:
+        assert not fmt.INVISIBLE.search(text.replace("\n", "")), repr(fmt.INVISIBLE.search(text.replace("\n", "")))
+    shown = _shown(messages)
+    assert "[U+202E]0 si latot[U+202C]" in shown and "ana[U+200B]ana" in shown and "[U+0000][U+001B]" in shown
+
+
+def test_a_reason_of_invisible_characters_only_still_gives_valid_messages() -> None:
+    reason = "\u202e" * 1000  # the longest reason a run takes; each shown as eight characters
+    backfill = fmt.Backfill("bf-1", "2026-09-14", ["a/b"], reason, reason, {"note": reason})
+    for messages in (fmt.backfill_started(backfill, LINKS, "v"), fmt.backfill_failed(backfill, "FAILURE", LINKS),
+                     fmt.backfill_published(backfill, CHANGES, NEIGHBOURS, "/n/x.md", "a/b", LINKS)):
+        _valid(messages)
+        assert "\u202e" not in _shown(messages) and "[U+202E]" in _shown(messages)
+
+
+def test_the_invisible_characters_are_unicodes_controls_and_formats_but_the_joiners() -> None:
+    """INVISIBLE is written out (computing it from unicodedata costs every process 0.16 s at import): held here
+    against this Python's Unicode tables, both ways."""
+    import unicodedata
+    kept = {"\t", "\n", "\r", "\u200c", "\u200d"}
+    for code in range(sys.maxunicode + 1):
+        char = chr(code)
+        invisible = unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp") and char not in kept
+        assert bool(fmt.INVISIBLE.fullmatch(char)) == invisible, (hex(code), unicodedata.category(char))
+
+
 LONG_ID = "bf-" + "x" * 60_000
 
 

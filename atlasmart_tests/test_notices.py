@@ -62,6 +62,17 @@ def test_hostile_values_cannot_forge_markdown_in_the_notice() -> None:
     assert "- Backfill: <http://ui.example/runs/b/bf-1>" in text
 
 
+def test_invisible_characters_in_a_notice_are_shown_as_code_points() -> None:
+    """A right-to-left override in a reason showed the rest of the notice's line reversed; a zero-width space in who
+    asked made two names read the same."""
+    unseen = "cost\u202e0 si latot\u202c"
+    text = notices.markdown(_notice(backfill_id="bf-\u2066x", reason=unseen, requested_by="ana\u200bana",
+                                    tags={"t\u200f": unseen + "\x1b[31m"}))
+    assert not fmt.INVISIBLE.search(text.replace("\n", "")), repr(fmt.INVISIBLE.search(text.replace("\n", "")))
+    assert "- Reason: cost\\[U+202E\\]0 si latot\\[U+202C\\]" in text
+    assert "ana\\[U+200B\\]ana" in text and "backfill bf-\\[U+2066\\]x" in text and "\\[U+001B\\]" in text
+
+
 def test_a_hostile_backfill_id_never_becomes_a_path() -> None:
     assert notices.notice_name("bf-20260920-01") == "bf-20260920-01.md"
     for hostile in ("../../../x/evil", "/etc/passwd", ".hidden", "a b", "x" * 300):
