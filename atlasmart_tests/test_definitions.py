@@ -89,14 +89,15 @@ def test_the_backfill_policy_setting_gives_dagsters_default_or_refuses_a_typo() 
 
 
 def test_the_shipped_instance_has_the_two_lanes_and_no_first_visit_prompt(tmp_path) -> None:
-    """The repo's dagster.yaml, loaded as Dagster loads it: the backfill lane 1, the current lane 2, and no
-    newsletter modal over the operator's first page (it swallowed a click in the UI test)."""
+    """The repo's dagster.yaml, loaded as Dagster loads it: the backfill lane 1, the current lane 2, the queue read
+    every second, and no newsletter modal over the operator's first page (it swallowed a click in the UI test)."""
     shutil.copy(Path(__file__).resolve().parent.parent / "dagster.yaml", tmp_path / "dagster.yaml")
     with dg.DagsterInstance.from_config(str(tmp_path)) as instance:
         assert instance.nux_enabled is False
         limits = instance.get_settings("concurrency")["runs"]["tag_concurrency_limits"]
         assert {"key": "dagster/backfill", "limit": 1} in limits
         assert {"key": "atlasmart/lane", "value": "current", "limit": 2} in limits
+        assert instance.run_coordinator.dequeue_interval_seconds == 1  # not Dagster's 5 s
 
 
 def test_each_tables_column_schema_is_the_tables_columns(env, instance) -> None:  # noqa: ANN001

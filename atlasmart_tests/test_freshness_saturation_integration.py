@@ -56,6 +56,11 @@ concurrency:
       - key: "atlasmart/lane"
         value: "current"
         limit: 2
+run_coordinator:
+  module: dagster.core.run_coordinator
+  class: QueuedRunCoordinator
+  config:
+    dequeue_interval_seconds: 1
 run_monitoring:
   enabled: true
   poll_interval_seconds: 30
