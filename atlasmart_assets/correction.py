@@ -539,10 +539,7 @@ def _correct(wh: Warehouse, scope: RunScope, run_finished: Callable[[str], bool]
             outcome.publication = publish(wh, wh.scratch_path(run_id), scope.window, scope.run, CODE_VERSION,
                                           days, expected, stats=stats, give_way=give_way, on_chunk=written,
                                           line_ids_as_of=repeats.as_of_seq,
-                                          deletion_keys=ref.deletion_keys)
-            repaired = tuple(d for d in kept.differ if d in outcome.publication.after)
-            if repaired:
-                outcome.publication = replace(outcome.publication, repaired=repaired)
+                                          deletion_keys=ref.deletion_keys, repaired=kept.differ)
             wh.drop_scratch(run_id)
             progress.done("publish", f"publication {outcome.publication.publication_id}, "
                                      f"{len(outcome.publication.changed)} day(s) changed")

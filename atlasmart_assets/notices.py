@@ -27,7 +27,7 @@ from atlasmart_assets.alerts import format as fmt
 from atlasmart_assets.extracts import file_name
 from atlasmart_assets.scope import RunInfo
 from atlasmart_assets.settings import Settings
-from atlasmart_assets.warehouse.ledger import fingerprints_differ
+from atlasmart_assets.warehouse.ledger import fingerprints_differ, repaired_column
 
 UI_BASE_URL_ENV = "ATLASMART_UI_BASE_URL"
 DEFAULT_UI_BASE_URL = "http://localhost:3000"
@@ -37,6 +37,11 @@ _COLUMNS = ("seq, partition_date, publication_id, kind, published_at, run_id, ba
             "code_version, input_sha256, source_high_sequence, rows_before, rows_after, controls_before, "
             "controls_after, sha256_before, sha256_after, changed, restored_from, prev_publication_id, input_batches, "
             "dimension_version, requests_applied")
+
+
+# What a repaired day is, in the notice's words.
+REPAIRED = ("their published rows differed from their ledger rows, changed behind them, and were written afresh from "
+            "the evidence: what readers saw moved back, though the ledger's before and after agree")
 
 
 def notice_name(identifier: str) -> str:
@@ -194,17 +199,21 @@ def collect(con: duckdb.DuckDBPyConnection, cfg: Settings, publication_id: str, 
     where, value = (("p.backfill_id = $v", backfill_id) if backfill_id else
                     ("list_contains($v, p.publication_id)",
                      sorted({publication_id, *(p for pubs in also.values() for p in pubs)})))
-    rows = [r for r in con.execute(f"select {_COLUMNS} from audit.publications as p where {where} order by seq",
+    columns = f"{_COLUMNS}, {repaired_column(con, 'p.')}"
+    rows = [r for r in con.execute(f"select {columns} from audit.publications as p where {where} order by seq",
                                    {"v": value}).fetchall()
             if backfill_id or r[2] == publication_id or r[2] in also.get(r[1].isoformat(), ())]
     if not rows:
         return None
     latest: dict[str, tuple[Any, ...]] = {}
     first: dict[str, tuple[Any, ...]] = {}
+    repaired: set[str] = set()
     for r in rows:
         day = r[1].isoformat()
         first.setdefault(day, r)
         latest[day] = r
+        if r[24]:
+            repaired.add(day)
     prints = {row[0]: row[2:] for row in con.execute(sql.text("notice_fingerprints").format(where=where),
                                                       {"v": value}).fetchall()}
     changes = []
@@ -215,6 +224,7 @@ def collect(con: duckdb.DuckDBPyConnection, cfg: Settings, publication_id: str, 
             partition=day, publication_id=r[2], kind=r[3], rows_before=f[12], rows_after=r[13],
             controls_before=json.loads(f[14]) if f[14] else None, controls_after=json.loads(r[15]),
             sha256_before=f[16], sha256_after=r[17], changed=f[16] != r[17], restored_from=r[19],
+            repaired=day in repaired,
             lines_changed=f[16] == r[17] and fingerprints_differ(prints.get(f[0], (None, None))[1],
                                                                  prints.get(r[0], (None, None))[0])))
     last = rows[-1]
@@ -257,6 +267,7 @@ def markdown(n: Notice) -> str:
     title = f"backfill {fmt.md(n.backfill_id)}" if n.backfill_id else f"publication {fmt.md(n.publication_ids[-1])}"
     changed = [c.partition for c in n.refresh]
     lines = [c.partition for c in n.changes if c.lines_changed]
+    repaired = [c.partition for c in n.changes if c.repaired]
     who = fmt.md(n.requested_by) if n.requested_by else "no user tag"
     head = [
         f"# {what} notice — {title}",
@@ -272,7 +283,8 @@ def markdown(n: Notice) -> str:
         *([f"- Tags: {', '.join(f'{fmt.md(k)}={fmt.md(v)}' for k, v in sorted(n.tags.items()))}"] if n.tags else []),
         f"- Days republished: {len(n.changes)}; content changed: {fmt.md(fmt.window_text(changed)) or 'none'}"
         + (f"; lines changed, content the same: {fmt.md(fmt.window_text(lines))} (their staged and fact rows differ: a "
-           "sku, a customer of the same country and tier, a time; their controls and mart rows do not)" if lines else ""),
+           "sku, a customer of the same country and tier, a time; their controls and mart rows do not)" if lines else "")
+        + (f"; repaired: {fmt.md(fmt.window_text(repaired))} ({REPAIRED})" if repaired else ""),
         "",
         "## Days, before → after",
         "",
@@ -283,6 +295,7 @@ def markdown(n: Notice) -> str:
         moved = ", ".join(fmt.control_deltas(c.controls_before, c.controls_after)) if c.changed else "none"
         sha = (f"{(c.sha256_before or '—')[:12]} → {c.sha256_after[:12]}" if c.changed
                else f"unchanged {c.sha256_after[:12]}" + (" (lines changed)" if c.lines_changed else ""))
+        sha += " (repaired)" if c.repaired else ""
         restored = f" (restores {fmt.md(c.restored_from)})" if c.restored_from else ""
         head.append(f"| [{fmt.md(c.partition)}]({links.asset(PUBLISHED_ASSET, c.partition)}) "
                     f"| {fmt.delta(c.rows_before, c.rows_after)} | {moved} "

@@ -161,6 +161,17 @@ def test_published_message_lists_changed_days_with_named_deltas_and_unchanged_ra
     assert "`/data/notices/bf-1.md`" in _shown(path) and "/data/notices/bf-1.md" in path[0].text
 
 
+def test_published_message_tells_the_days_written_afresh_because_their_rows_differed_from_the_ledger() -> None:
+    import dataclasses
+    repaired = [CHANGES[0], dataclasses.replace(CHANGES[1], repaired=True)]
+    messages = fmt.backfill_published(BACKFILL, repaired, NEIGHBOURS, "/n/bf-1.md", "mart/revenue_daily", LINKS)
+    _valid(messages)
+    assert "*Repaired:* 1 day(s): 2026-09-15: their published rows differed from the ledger" in _shown(messages)
+    assert "; repaired 2026-09-15" in messages[0].text
+    plain = _shown(fmt.backfill_published(BACKFILL, CHANGES, NEIGHBOURS, "/n/bf-1.md", "mart/revenue_daily", LINKS))
+    assert "Repaired" not in plain and "repaired" not in plain
+
+
 def _day(i: int) -> str:
     return (dt.date(2025, 1, 1) + dt.timedelta(days=i)).isoformat()
 

@@ -10,6 +10,8 @@ import duckdb
 import pytest
 
 from atlasmart_assets import correction, extracts, generate, unchanged
+from atlasmart_assets import notices as notices_mod
+from atlasmart_assets.alerts import lifecycle
 from atlasmart_assets.candidates import Evidence
 from atlasmart_assets.lab import run_chain
 from atlasmart_assets.resources import Warehouse
@@ -100,6 +102,16 @@ def test_a_day_whose_published_rows_differ_from_its_ledger_is_built_again(env, i
     assert "repaired" not in events["2026-09-04"] and events["2026-09-04"]["changed"] is False, events
     newest = events["2026-09-10"]
     assert newest["repaired_partitions"] == (1 if rederive else 2), newest
+    # The ledger marks them, so the change notice and Slack tell them too (before, only the events did).
+    fixed = ["2026-09-03"] if rederive else ["2026-09-03", "2026-09-07"]
+    assert sorted(d for d, in state.table_rows(env, "(select partition_date::varchar as d from audit.publications "
+                                                    "where repaired and backfill_id = 'bf-repair')")) == fixed
+    notice = (env.notices_dir / "bf-repair.md").read_text()
+    assert f"; repaired: {', '.join(fixed)} (their published rows differed" in notice, notice
+    rows = {line.split("]")[0].lstrip("| ["): line for line in notice.splitlines() if line.startswith("| [2026-09-")}
+    assert [d for d, line in sorted(rows.items()) if "(repaired)" in line] == fixed, rows
+    changes = lifecycle.ledger_changes(Warehouse(), "backfill_id", "bf-repair", "publish")
+    assert sorted(c.partition for c in changes if c.repaired) == fixed
 
 
 def _fact_events(instance, run_id: str) -> dict[str, dict]:  # noqa: ANN001
@@ -295,6 +307,21 @@ def test_a_one_day_run_decides_in_its_first_read_and_repairs_a_changed_day(env, 
     line = _build_line(instance, repaired)
     assert repaired.success and "candidates for 1 day(s) of 1" in line and f"ledger: {newest}" in line, line
     assert state.content(env) == content
+
+
+def test_a_reader_of_a_warehouse_not_migrated_to_015_tells_no_day_repaired(env, published) -> None:
+    """Readers do not migrate: a warehouse no writer has migrated since migration 015 has no `repaired` in its
+    ledger, and its notice and Slack changes read without it."""
+    published(FIRST)
+    with Warehouse().writer() as con:
+        con.execute("alter table audit.publications drop column repaired")
+        con.execute("delete from audit.schema_migrations where version = 15")
+        [pub] = con.execute("select distinct publication_id from audit.publications").fetchone()
+    with Warehouse().reader() as con:
+        notice = notices_mod.collect(con, env, pub, backfill_id="bf-kept")
+    assert notice is not None and len(notice.changes) == 10 and not any(c.repaired for c in notice.changes)
+    changes = lifecycle.ledger_changes(Warehouse(), "backfill_id", "bf-kept", "publish")
+    assert len(changes) == 10 and not any(c.repaired for c in changes)
 
 
 def test_a_warehouse_from_before_the_requests_named_keeps_its_days_by_the_requests_applied(env, instance,

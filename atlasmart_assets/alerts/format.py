@@ -139,6 +139,8 @@ class PartitionChange:
     restored_from: str | None = None
     # Its staged and fact lines changed though the extract's content did not (ledger.Publication.lines_changed).
     lines_changed: bool = False
+    # Written afresh because its published rows differed from its ledger row (ledger.Publication.repaired).
+    repaired: bool = False
 
 
 @dataclass(frozen=True)
@@ -657,13 +659,18 @@ def backfill_published(b: Backfill, changes: Sequence[PartitionChange], neighbou
         blocks += _sections([change_line(c, asset, links) for c in changed], head=f"*Changed ({len(changed)}):*")
     if same:
         blocks += _sections([f"*Content unchanged (same hash):* {len(same)} day(s): {esc(short_window(same))}"])
+    repaired = [c.partition for c in changes if c.repaired]
+    if repaired:
+        blocks += _sections([f"*Repaired:* {len(repaired)} day(s): {esc(short_window(repaired))}: their published rows "
+                             "differed from the ledger (changed behind it) and were written afresh from the evidence"])
     if neighbours:
         blocks += _sections(["*Neighbouring partitions:* " + "; ".join(esc(_neighbour_text(n)) for n in neighbours)])
     if notice:
         blocks += _context([_notice_line(notice)])
     fallback = [f"Correction published — backfill {one_line(shown_id(b.backfill_id))} over {esc(b.window)}: "
                 f"{len(changes)} partition(s) republished, content changed in {len(changed)} "
-                f"({esc(short_window(c.partition for c in changed)) or 'none'})",
+                f"({esc(short_window(c.partition for c in changed)) or 'none'})"
+                + (f"; repaired {esc(short_window(repaired))}" if repaired else ""),
                 *([f"Change notice: {esc(notice)}"] if notice else [])]
     return _messages(fallback, blocks)
 

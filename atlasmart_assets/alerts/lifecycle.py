@@ -30,6 +30,7 @@ from atlasmart_assets.alerts.slack import AtlasSlack
 from atlasmart_assets.contract import BACKFILL_TAG, REASON_TAG, USER_TAGS
 from atlasmart_assets.resources import WAREHOUSE_KEY, Warehouse
 from atlasmart_assets.scope import RunInfo
+from atlasmart_assets.warehouse import ledger
 
 NAME = "atlasmart_backfill_lifecycle_to_slack"
 # What readers query and what the day links open (the ledger records fact and mart publications together).
@@ -52,7 +53,8 @@ def _change(row: Sequence[Any]) -> fmt.PartitionChange:
     return fmt.PartitionChange(
         partition=row[0].isoformat(), publication_id=row[1], kind=row[2], rows_before=row[3], rows_after=row[4],
         controls_before=json.loads(row[5]) if row[5] else None, controls_after=json.loads(row[6]),
-        sha256_before=row[7], sha256_after=row[8], changed=bool(row[9]), restored_from=row[10])
+        sha256_before=row[7], sha256_after=row[8], changed=bool(row[9]), restored_from=row[10],
+        repaired=bool(row[11]))
 
 
 def ledger_changes(wh: Warehouse, column: str, value: str, kind: str) -> list[fmt.PartitionChange]:
@@ -61,18 +63,22 @@ def ledger_changes(wh: Warehouse, column: str, value: str, kind: str) -> list[fm
     notice shows it."""
     assert column in ("backfill_id", "run_id")
     with _reader(wh) as con:
-        rows = con.execute(f"select {LEDGER_COLUMNS} from audit.publications where {column} = $v and kind = $kind "
+        columns = f"{LEDGER_COLUMNS}, {ledger.repaired_column(con)}"
+        rows = con.execute(f"select {columns} from audit.publications where {column} = $v and kind = $kind "
                            "order by partition_date, seq", {"v": value, "kind": kind}).fetchall()
     first: dict[str, fmt.PartitionChange] = {}
     last: dict[str, fmt.PartitionChange] = {}
+    repaired: set[str] = set()
     for r in rows:
         change = _change(r)
         first.setdefault(change.partition, change)
         last[change.partition] = change
+        if change.repaired:
+            repaired.add(change.partition)
     return [c if first[day] is c else
             dataclasses.replace(c, rows_before=first[day].rows_before, controls_before=first[day].controls_before,
                                 sha256_before=first[day].sha256_before,
-                                changed=first[day].sha256_before != c.sha256_after)
+                                changed=first[day].sha256_before != c.sha256_after, repaired=day in repaired)
             for day, c in last.items()]
 
 

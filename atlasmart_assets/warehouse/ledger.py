@@ -146,6 +146,12 @@ def _requests_named(con: duckdb.DuckDBPyConnection) -> str:
     return "d.requests_named" if has_column(con, "audit", "day_versions", "requests_named") else "null"
 
 
+def repaired_column(con: duckdb.DuckDBPyConnection, alias: str = "") -> str:
+    """audit.publications' repaired as a select reads it: a reader does not migrate, and a warehouse no writer has
+    migrated since 015 has none."""
+    return f"{alias}repaired" if has_column(con, "audit", "publications", "repaired") else "null"
+
+
 def _named(value: str | None) -> tuple[str, ...] | None:
     return tuple(json.loads(value)) if value is not None else None
 
@@ -279,13 +285,15 @@ LEDGER_COLUMNS = (("publication_id", "varchar"), ("partition_date", "date"), ("k
                   ("controls_after", "varchar"), ("sha256_before", "varchar"), ("sha256_after", "varchar"),
                   ("changed", "boolean"), ("extract_json", "varchar"), ("input_batches", "varchar"),
                   ("as_of", "varchar"), ("accept_shrink", "varchar"), ("dimension_version", "varchar"),
-                  ("dimension_batches", "varchar"), ("requests_applied", "varchar"))
+                  ("dimension_batches", "varchar"), ("requests_applied", "varchar"), ("repaired", "boolean"))
 
 
 def write_rows(con: duckdb.DuckDBPyConnection, pub_id: str, kind: str, run: RunInfo, code_version: str,
-               before: dict[str, Current], after: dict[str, DayCandidate], restored: dict[str, str]) -> None:
+               before: dict[str, Current], after: dict[str, DayCandidate], restored: dict[str, str],
+               repaired: Collection[str] = ()) -> None:
     """One ledger row per day of `after`, in one statement from a frame: a year's 365 single-row inserts took
-    0.6-0.8 s of the commit's hold, the frame 15 ms."""
+    0.6-0.8 s of the commit's hold, the frame 15 ms. `repaired`: the days written afresh because their published
+    rows differed from their ledger row."""
     rows = []
     for partition, cand in sorted(after.items()):
         prev = before.get(partition)
@@ -298,7 +306,7 @@ def write_rows(con: duckdb.DuckDBPyConnection, pub_id: str, kind: str, run: RunI
             json.dumps(list(cand.input_batches)) if cand.input_batches else None, cand.as_of, run.accept_shrink,
             cand.dimension_version,
             json.dumps(list(cand.dimension_batches)) if cand.dimension_batches else None,
-            json.dumps(list(cand.requests_applied))))
+            json.dumps(list(cand.requests_applied)), partition in repaired))
     # nextval numbers the rows as they are read, not in the order by's order: they are built in partition order.
     insert_rows(con, "audit.publications", LEDGER_COLUMNS, rows, "order by partition_date",
                 computed=(("seq", "nextval('audit.publication_seq')"), ("published_at", "now()")))

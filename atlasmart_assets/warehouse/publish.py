@@ -351,7 +351,7 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
             restored: dict[str, str] | None = None, stored: dict[str, str] | None = None,
             stats: LockStats | None = None, give_way: GiveWay | None = None,
             on_chunk: OnChunk | None = None, line_ids_as_of: int | None = None,
-            deletion_keys: pd.DataFrame | None = None) -> Publication:
+            deletion_keys: pd.DataFrame | None = None, repaired: Collection[str] = ()) -> Publication:
     """Publish staged, fact and mart for the whole window in ONE commit, with the ledger and the prior version;
     then swap the extracts in. A window of more than one chunk (ATLASMART_CHUNK_DAYS days, or ATLASMART_CHUNK_LINES
     lines of its days, written or pointed at: retention drops about as many) has its staged and fact rows written
@@ -365,8 +365,10 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
     `give_way` (a backfill's) is called before each hold of a long write, `on_chunk` (k, n, days, how many of them
     were written) after each chunk of the write ahead. `line_ids_as_of`: the ledger seq at which the candidate's
     line ids were searched among the published days (a correction's cross-day audit); the commit refuses if a day
-    published since holds one of them."""
+    published since holds one of them. `repaired`: days written afresh because their published rows differed from
+    their ledger row; the ledger marks them (its before and after agree), and the notice tells them."""
     cfg = wh.settings
+    repaired = tuple(sorted(set(repaired) & set(after)))
     pub_id = ledger.new_publication_id(kind)
     # Decided on what the audit compared against: if a day moved since, the commit refuses.
     reuse = {**ledger.reused(expected or {}, after), **(stored or {})}
@@ -411,7 +413,7 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
             commit_began = True
             with transaction(con):
                 keep = _commit(con, pub_id, kind, run, code_version, window, before, after, restored or {},
-                               cfg.retain_versions, ahead, reuse, erase)
+                               cfg.retain_versions, ahead, reuse, erase, repaired)
             committed = True
             failpoint("committed")
             held_at("publish_committed", run.run_id)
@@ -437,7 +439,7 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
             # was judged in the hold: a version superseded since is the next publisher's to judge.
             extracts.prune(cfg, keep | {pub_id}, superseded=True, superseded_by=judged_at)
         _prune(wh, [part for part in parts if over & set(part.keys)], stats, give_way)
-        return Publication(pub_id, kind, window, before, after, hold)
+        return Publication(pub_id, kind, window, before, after, hold, repaired)
     except BaseException:
         if not committed:
             extracts.erased(cfg, pub_id)  # never committed: nothing to erase
@@ -459,7 +461,8 @@ def _extracts_ahead(cfg: Settings, pub_id: str, texts: dict[str, str]) -> None:
 
 def _commit(con: duckdb.DuckDBPyConnection, pub_id: str, kind: str, run: RunInfo, code_version: str,
             window: Window, before: dict[str, Current], after: dict[str, DayCandidate], restored: dict[str, str],
-            retain: int, written_ahead: bool, reuse: dict[str, str], erase: dict[str, list[str]]) -> set[str]:
+            retain: int, written_ahead: bool, reuse: dict[str, str], erase: dict[str, list[str]],
+            repaired: Collection[str] = ()) -> set[str]:
     """The one transaction's writes (the caller's transaction; scratch attached as `s`), erasing the other versions
     of the days in `erase` (_erasing's). Returns the publication ids whose extracts are kept."""
     if not written_ahead:
@@ -474,7 +477,7 @@ def _commit(con: duckdb.DuckDBPyConnection, pub_id: str, kind: str, run: RunInfo
         con.execute(f"insert into {layer.table} select {cols} from s.{layer.candidate} "
                     "where partition_date between $start and $end", window.params)
         failpoint(f"wrote_{layer.table}")
-    ledger.write_rows(con, pub_id, kind, run, code_version, before, after, restored)
+    ledger.write_rows(con, pub_id, kind, run, code_version, before, after, restored, repaired)
     ledger.record_storage(con, pub_id, after, reuse)
     con.execute("delete from audit.pending_versions where publication_id = $p", {"p": pub_id})
     if erase:
