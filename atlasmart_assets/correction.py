@@ -299,9 +299,11 @@ def since_earlier_attempts(wh: Warehouse, pub: Publication, run_ids: list[str],
     if not run_ids:
         return SinceAttempts(pub)
     with wh.reader(stats=stats) as con:
-        rows = con.execute(sql.text("attempts_publications"), {**pub.window.params, "runs": run_ids}).fetchall()
+        rows = con.execute(sql.text("attempts_publications").format(repaired=ledger.repaired_column(con)),
+                           {**pub.window.params, "runs": run_ids}).fetchall()
         theirs: dict[str, dict[str, str | None]] = {}
-        for day, pub_id, prev in rows:
+        repaired_by = {(day, pub_id) for day, pub_id, _, repaired in rows if repaired}
+        for day, pub_id, prev, _ in rows:
             theirs.setdefault(day, {})[pub_id] = prev
         walked: dict[str, str | None] = {}
         through: dict[str, tuple[str, ...]] = {}
@@ -316,7 +318,9 @@ def since_earlier_attempts(wh: Warehouse, pub: Publication, run_ids: list[str],
             return SinceAttempts(pub)
         replaced = ledger.published(con, {d: p for d, p in walked.items() if p is not None})
     before = {**{d: c for d, c in pub.before.items() if d not in walked}, **replaced}
-    return SinceAttempts(replace(pub, before=before), through)
+    # A day an earlier attempt wrote afresh (its rows had changed behind the ledger) was repaired by this run.
+    repaired = set(pub.repaired) | {d for d, seen in through.items() if any((d, p) in repaired_by for p in seen)}
+    return SinceAttempts(replace(pub, before=before, repaired=tuple(sorted(repaired))), through)
 
 
 def release_window(wh: Warehouse, run_id: str, stats: LockStats | None = None) -> None:

@@ -41,7 +41,7 @@ _COLUMNS = ("seq, partition_date, publication_id, kind, published_at, run_id, ba
 
 # What a repaired day is, in the notice's words.
 REPAIRED = ("their published rows differed from their ledger rows, changed behind them, and were written afresh from "
-            "the evidence: what readers saw moved back, though the ledger's before and after agree")
+            "the evidence: what readers saw moved, beyond any change the ledger's before and after show")
 
 
 def notice_name(identifier: str) -> str:

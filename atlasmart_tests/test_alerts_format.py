@@ -311,6 +311,11 @@ def test_a_reason_of_invisible_characters_only_still_gives_valid_messages() -> N
         assert "\u202e" not in _shown(messages) and "[U+202E]" in _shown(messages)
 
 
+# Default-ignorable characters of other categories that render as nothing (or a blank): Unicode's
+# Default_Ignorable_Code_Point beyond Cc/Cf, less the variation selectors (emoji need U+FE0F) and the unassigned.
+IGNORABLE = {0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180B, 0x180C, 0x180D, 0x180F, 0x3164, 0xFFA0}
+
+
 def test_the_invisible_characters_are_unicodes_controls_and_formats_but_the_joiners() -> None:
     """INVISIBLE is written out (computing it from unicodedata costs every process 0.16 s at import): held here
     against this Python's Unicode tables, both ways."""
@@ -318,8 +323,19 @@ def test_the_invisible_characters_are_unicodes_controls_and_formats_but_the_join
     kept = {"\t", "\n", "\r", "\u200c", "\u200d"}
     for code in range(sys.maxunicode + 1):
         char = chr(code)
-        invisible = unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp") and char not in kept
+        invisible = (unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp") and char not in kept) or code in IGNORABLE
         assert bool(fmt.INVISIBLE.fullmatch(char)) == invisible, (hex(code), unicodedata.category(char))
+
+
+@pytest.mark.parametrize("text, shown", [
+    ("ana\u200dana", "ana[U+200D]ana"), ("ana\u200cana", "ana[U+200C]ana"), ("\u200dana", "[U+200D]ana"),
+    ("ana\u034fana", "ana[U+034F]ana"), ("ana\u3164ana", "ana[U+3164]ana"),
+    ("\U0001F468\u200d\U0001F469", "\U0001F468\u200d\U0001F469"),  # an emoji sequence keeps its joiner
+    ("\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645", "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645"),  # Persian
+    ("\u2764\ufe0f", "\u2764\ufe0f"),  # a variation selector is an emoji's presentation
+])
+def test_joiners_are_kept_only_between_characters_beyond_ascii(text: str, shown: str) -> None:
+    assert fmt.esc(text) == shown and fmt.md(text) == shown.replace("[", "\\[").replace("]", "\\]")
 
 
 LONG_ID = "bf-" + "x" * 60_000

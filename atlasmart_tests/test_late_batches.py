@@ -13,6 +13,7 @@ from atlasmart_assets import cli, evidence, extracts, generate, notices
 from atlasmart_assets.assets import day_metadata
 from atlasmart_assets.contract import RANGE_END_TAG, RANGE_START_TAG
 from atlasmart_assets.lab import run_chain
+from atlasmart_assets.resources import Warehouse
 from atlasmart_tests import retries, state
 
 DAY = "2026-09-18"
@@ -393,6 +394,30 @@ def test_a_retried_correction_that_committed_before_it_failed_tells_the_change_i
             assert record.asset_materialization.metadata["changed"].value == (d == DAY), d
         meta = state.latest(inst, "mart/revenue_daily", "2026-09-19").asset_materialization.metadata
         assert meta["changed_partitions"].value == 1 and "change_chart" in meta, meta
+
+
+def test_a_retried_correction_whose_first_attempt_repaired_a_day_tells_it_repaired(env, published,
+                                                                                    monkeypatch) -> None:
+    """A correction writes afresh a day whose published rows had changed behind its ledger, commits, then fails
+    writing its events; on the retry the day matches its ledger and is kept. The retry's events still tell it
+    repaired, as the ledger, the notice and Slack do (a review found `changed: False` and no `repaired`)."""
+    _publish_history(published)
+    with Warehouse().writer() as con:
+        con.execute("update versions.staged_order_lines set quantity = quantity + 1 where rowid = "
+                    f"(select min(rowid) from versions.staged_order_lines where partition_date = '{DAY}')")
+    retries.fail_once(monkeypatch, day_metadata, "fact")
+    tags = {**BF, "dagster/backfill": "bf-repair", RANGE_START_TAG: "2026-09-17", RANGE_END_TAG: "2026-09-19"}
+    with dg.instance_for_test() as inst:
+        first = _daily(inst, tags)
+        assert not first.success
+        retry = _daily(inst, tags, first.run_id)
+        assert retry.success
+        for d in ("2026-09-17", DAY, "2026-09-19"):
+            meta = state.latest(inst, "fact/fct_order_lines", d).asset_materialization.metadata
+            assert ("repaired" in meta) == (d == DAY) and meta["changed"].value == (d == DAY), (d, meta)
+        newest = state.latest(inst, "fact/fct_order_lines", "2026-09-19").asset_materialization.metadata
+        assert newest["repaired_partitions"].value == 1, newest
+    assert "; repaired: 2026-09-18 (" in (env.notices_dir / "bf-repair.md").read_text()
 
 
 # Re-executions a review found telling another run's change as their own, or linking a notice that says otherwise.

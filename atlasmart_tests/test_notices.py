@@ -73,6 +73,19 @@ def test_invisible_characters_in_a_notice_are_shown_as_code_points() -> None:
     assert "ana\\[U+200B\\]ana" in text and "backfill bf-\\[U+2066\\]x" in text and "\\[U+001B\\]" in text
 
 
+def test_a_repaired_day_whose_content_also_changed_is_told_as_both() -> None:
+    """A day whose rows changed behind the ledger and that a late batch changed too: the notice names it changed and
+    repaired, and never says its before and after agree (a review found it did)."""
+    import dataclasses
+    both = dataclasses.replace(_change("2026-09-20", [8, 5, 10, 690, 435, 255], [9, 5, 11, 700, 440, 260]),
+                               repaired=True)
+    text = notices.markdown(_notice(changes=[both]))
+    assert "content changed: 2026-09-20; repaired: 2026-09-20 (their published rows differed" in text, text
+    assert "agree" not in text
+    [row] = [line for line in text.splitlines() if line.startswith("| [2026-09-20]")]
+    assert "aaaaaaaaaaaa → bbbbbbbbbbbb (repaired)" in row, row
+
+
 def test_a_hostile_backfill_id_never_becomes_a_path() -> None:
     assert notices.notice_name("bf-20260920-01") == "bf-20260920-01.md"
     for hostile in ("../../../x/evil", "/etc/passwd", ".hidden", "a b", "x" * 300):

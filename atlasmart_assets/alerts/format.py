@@ -156,18 +156,28 @@ class Neighbour:
 # --- escaping -------------------------------------------------------------------------------------------------
 
 # Unicode's control, format and line/paragraph-separator characters (categories Cc, Cf, Zl, Zp, Unicode 14), but
-# tab, newline, carriage return and the zero-width (non-)joiner, which scripts and emoji need. None is visible: a
-# right-to-left override in a reason (U+202E) shows the rest of a Slack line or a notice's line reversed, a
-# zero-width space makes two different ids read the same. test_alerts_format holds this list against unicodedata.
+# tab, newline, carriage return and the zero-width (non-)joiner, and the other default-ignorable characters that are
+# not variation selectors (a combining grapheme joiner, Hangul and Mongolian fillers and selectors, Khmer's inherent
+# vowels): none is visible. A right-to-left override in a reason (U+202E) shows the rest of a Slack line or a
+# notice's line reversed, a zero-width space makes two different ids read the same. test_alerts_format holds this
+# list against unicodedata.
 INVISIBLE = re.compile(
-    "[\x00-\x08\x0b-\x0c\x0e-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e"
-    "\u200b\u200e-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd"
-    "\U00013430-\U00013438\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]")
+    "[\x00-\x08\x0b-\x0c\x0e-\x1f\x7f-\x9f\xad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2"
+    "\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b\u200e-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\u3164"
+    "\ufeff\uffa0\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U00013438\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]")
+# The joiners are kept where scripts and emoji use them, between two characters beyond ASCII (`ana\u200dana` reads
+# `anaana`).
+LOOSE_JOINER = re.compile("(?<![^\x00-\x7f])[\u200c\u200d]|[\u200c\u200d](?![^\x00-\x7f])")
+
+
+def _code_point(match: re.Match[str]) -> str:
+    return f"[U+{ord(match.group()):04X}]"
 
 
 def visible(value: object) -> str:
-    """The text with every invisible character (INVISIBLE) shown as its code point, `[U+202E]`."""
-    return INVISIBLE.sub(lambda m: f"[U+{ord(m.group()):04X}]", str(value))
+    """The text with every invisible character (INVISIBLE, LOOSE_JOINER) shown as its code point, `[U+202E]`."""
+    return LOOSE_JOINER.sub(_code_point, INVISIBLE.sub(_code_point, str(value)))
 
 
 def esc(value: object) -> str:
