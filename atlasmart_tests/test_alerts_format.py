@@ -170,6 +170,10 @@ def test_published_message_tells_the_days_written_afresh_because_their_rows_diff
     assert "; repaired 2026-09-15" in messages[0].text
     plain = _shown(fmt.backfill_published(BACKFILL, CHANGES, NEIGHBOURS, "/n/bf-1.md", "mart/revenue_daily", LINKS))
     assert "Repaired" not in plain and "repaired" not in plain
+    failed = fmt.backfill_failed(BACKFILL, "COMPLETED_FAILED", LINKS, repaired)
+    _valid(failed)
+    assert "*Repaired:* 1 day(s): 2026-09-15" in _shown(failed)
+    assert "Repaired" not in _shown(fmt.backfill_failed(BACKFILL, "COMPLETED_FAILED", LINKS, CHANGES))
 
 
 def _day(i: int) -> str:

@@ -617,6 +617,7 @@ def backfill_failed(b: Backfill, status: str, links: Links,
     pairs = [("Reason", tag_value(b.reason) if b.reason else NO_REASON), ("Requested by", requested_by(b.requested_by, b.reason))]
     blocks = [_section(head), *_fields(pairs), *(_sections(pubs, head="*Publications that stand:*")
                                                  if len(pubs) > 1 else []),
+              *_repaired([c.partition for c in published if c.repaired]),
               *(_sections([f"*Runs:* {', '.join(runs)}"]) if runs else [])]
     fallback = [("Correction published, then failed" if published else "Correction failed") +
                 f" — backfill {one_line(shown_id(b.backfill_id))} over {esc(b.window)} ended {esc(status)}",
@@ -654,6 +655,11 @@ def _notice_line(notice: str) -> str:
     return f"*Change notice:* `{_code(notice)}`"
 
 
+def _repaired(days: Sequence[str]) -> list[Block]:
+    return _sections([f"*Repaired:* {len(days)} day(s): {esc(short_window(days))}: their published rows differed from "
+                      "the ledger (changed behind it) and were written afresh from the evidence"]) if days else []
+
+
 def backfill_published(b: Backfill, changes: Sequence[PartitionChange], neighbours: Sequence[Neighbour],
                        notice: str, asset: str, links: Links) -> list[Message]:
     changed = [c for c in changes if c.changed]
@@ -670,9 +676,7 @@ def backfill_published(b: Backfill, changes: Sequence[PartitionChange], neighbou
     if same:
         blocks += _sections([f"*Content unchanged (same hash):* {len(same)} day(s): {esc(short_window(same))}"])
     repaired = [c.partition for c in changes if c.repaired]
-    if repaired:
-        blocks += _sections([f"*Repaired:* {len(repaired)} day(s): {esc(short_window(repaired))}: their published rows "
-                             "differed from the ledger (changed behind it) and were written afresh from the evidence"])
+    blocks += _repaired(repaired)
     if neighbours:
         blocks += _sections(["*Neighbouring partitions:* " + "; ".join(esc(_neighbour_text(n)) for n in neighbours)])
     if notice:
