@@ -283,7 +283,8 @@ def markdown(n: Notice) -> str:
         *([f"- Tags: {', '.join(f'{fmt.md(k)}={fmt.md(v)}' for k, v in sorted(n.tags.items()))}"] if n.tags else []),
         f"- Days republished: {len(n.changes)}; content changed: {fmt.md(fmt.window_text(changed)) or 'none'}"
         + (f"; lines changed, content the same: {fmt.md(fmt.window_text(lines))} (their staged and fact rows differ: a "
-           "sku, a customer of the same country and tier, a time; their controls and mart rows do not)" if lines else "")
+           "sku, a customer of the same country and tier, a time; their controls and mart rows do not)"
+           if lines else "")
         + (f"; repaired: {fmt.md(fmt.window_text(repaired))} ({REPAIRED})" if repaired else ""),
         "",
         "## Days, before → after",

@@ -110,7 +110,7 @@ class Publication:
     after: dict[str, DayCandidate]
     lock_hold_s: float
     # Days whose published rows differed from their ledger row (changed behind it) and were written afresh: what
-    # readers of the tables saw moved, though the ledger's before and after agree.
+    # readers of the tables saw moved, though the ledger's before and after may agree.
     repaired: tuple[str, ...] = ()
 
     @functools.cached_property

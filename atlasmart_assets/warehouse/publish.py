@@ -366,7 +366,7 @@ def publish(wh: Warehouse, scratch: Path, window: Window, run: RunInfo, code_ver
     were written) after each chunk of the write ahead. `line_ids_as_of`: the ledger seq at which the candidate's
     line ids were searched among the published days (a correction's cross-day audit); the commit refuses if a day
     published since holds one of them. `repaired`: days written afresh because their published rows differed from
-    their ledger row; the ledger marks them (its before and after agree), and the notice tells them."""
+    their ledger row; the ledger marks them (their before and after there may agree), and the notice tells them."""
     cfg = wh.settings
     repaired = tuple(sorted(set(repaired) & set(after)))
     pub_id = ledger.new_publication_id(kind)
