@@ -8,6 +8,7 @@ import json
 import re
 import sys
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -259,15 +260,23 @@ def _hostile_backfill() -> fmt.Backfill:
     return fmt.Backfill(HOSTILE, "2026-09-14", ["a/b"], HOSTILE, None, {"note": "<@U123> & <https://evil|click>"})
 
 
-@pytest.mark.parametrize("build", [
-    lambda: fmt.backfill_started(_hostile_backfill(), LINKS, "v"),
-    lambda: fmt.backfill_failed(_hostile_backfill(), "FAILURE", LINKS),
-    lambda: fmt.backfill_published(_hostile_backfill(), CHANGES, NEIGHBOURS, "/n/x.md", "a/b", LINKS),
-    lambda: fmt.rolled_back("r", HOSTILE, CHANGES, [HOSTILE], "a/b", LINKS),
-    lambda: fmt.run_failure(fmt.RunFailure(None, ["a/b"], "r", "", [], HOSTILE, HOSTILE,
-                                           [fmt.StepError("s", [], HOSTILE)]), LINKS),
-    lambda: fmt.check_failure(fmt.CheckFailure("a/b", "c", "ERROR", True, [], "", HOSTILE, {"x": HOSTILE}, "r"), LINKS),
-])
+BUILDERS = ["started", "failed", "published", "rolled-back", "run-failure", "check"]
+
+
+def _each_message(value: str, backfill: Callable[[], fmt.Backfill]) -> list[Callable[[], list[fmt.Message]]]:
+    """Every message whose text can carry `value` (a reason, a tag, an id, an error), in BUILDERS' order."""
+    return [
+        lambda: fmt.backfill_started(backfill(), LINKS, "v"),
+        lambda: fmt.backfill_failed(backfill(), "FAILURE", LINKS),
+        lambda: fmt.backfill_published(backfill(), CHANGES, NEIGHBOURS, "/n/x.md", "a/b", LINKS),
+        lambda: fmt.rolled_back("r", value, CHANGES, [value], "a/b", LINKS),
+        lambda: fmt.run_failure(fmt.RunFailure(None, ["a/b"], "r", "", [], value, value,
+                                               [fmt.StepError("s", [], value)]), LINKS),
+        lambda: fmt.check_failure(fmt.CheckFailure("a/b", "c", "ERROR", True, [], "", value, {"x": value}, "r"), LINKS),
+    ]
+
+
+@pytest.mark.parametrize("build", _each_message(HOSTILE, _hostile_backfill), ids=BUILDERS)
 def test_hostile_values_cannot_ping_or_forge_a_status_line(build) -> None:  # noqa: ANN001
     messages = build()
     _valid(messages)
@@ -288,15 +297,7 @@ def _unseen_backfill() -> fmt.Backfill:
     return fmt.Backfill("bf-\u202e1", "2026-09-14", ["a/b"], UNSEEN, UNSEEN, {"note": UNSEEN})
 
 
-@pytest.mark.parametrize("build", [
-    lambda: fmt.backfill_started(_unseen_backfill(), LINKS, "v"),
-    lambda: fmt.backfill_failed(_unseen_backfill(), "FAILURE", LINKS),
-    lambda: fmt.backfill_published(_unseen_backfill(), CHANGES, NEIGHBOURS, "/n/x.md", "a/b", LINKS),
-    lambda: fmt.rolled_back("r", UNSEEN, CHANGES, [UNSEEN], "a/b", LINKS),
-    lambda: fmt.run_failure(fmt.RunFailure(None, ["a/b"], "r", "", [], UNSEEN, UNSEEN,
-                                           [fmt.StepError("s", [], UNSEEN)]), LINKS),
-    lambda: fmt.check_failure(fmt.CheckFailure("a/b", "c", "ERROR", True, [], "", UNSEEN, {"x": UNSEEN}, "r"), LINKS),
-], ids=["started", "failed", "published", "rolled-back", "run-failure", "check"])
+@pytest.mark.parametrize("build", _each_message(UNSEEN, _unseen_backfill), ids=BUILDERS)
 def test_invisible_characters_in_hostile_values_are_shown_as_code_points(build) -> None:  # noqa: ANN001
     messages = build()
     _valid(messages)
