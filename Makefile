@@ -32,8 +32,8 @@ browser:
 
 # Everything: the in-process tier on three workers, then the deployment and browser tests on three workers, one per
 # group atlasmart_tests/deployment.py sets (each file starts its own webserver + daemon on its own DAGSTER_HOME and
-# port). Three workers on two cores: the in-process tests leave about a tenth of the cores idle (forks, lock waits,
-# fsyncs), and a deployment mostly waits on daemon ticks (README, Tests: How long it takes).
+# port). Three workers on two cores: on two workers the in-process tests left about a tenth of the cores idle, and a
+# deployment mostly waits on daemon ticks (README, Tests: How long it takes).
 # -rs prints the reason of every skipped test (e.g. the browser test without chromium).
 test: setup browser
 	$(BIN)/python -m pytest -q -rs -m "not integration" -n 3 --dist loadgroup
