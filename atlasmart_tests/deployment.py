@@ -82,9 +82,10 @@ SELF_LAUNCHING_SCHEDULES = ("atlasmart_daily_schedule", "atlasmart_observe_landi
                             "atlasmart_scan_published_for_suppressed_keys")
 
 # `make test` runs the deployment tests on three workers (--dist loadgroup), a group per worker: a deployment mostly
-# waits on daemon ticks and gated runs (the tier used about 55 % of one core at 16ad1f9), so three side by side fit on
-# two cores. Their lengths at 16ad1f9 (--durations, two workers): lanes 180 s, freshness/saturation 196 s, UI
-# backfill 109 s, first run 58 s; in two groups the tier took 297 s, bound by lanes + UI backfill.
+# waits on daemon ticks and gated runs (on three workers at 16ad1f9 the cores were still about a quarter idle through
+# the tier), so three side by side fit on two cores. Their lengths at 16ad1f9 (--durations, two workers): lanes 180 s,
+# freshness/saturation 196 s, UI backfill 109 s, first run 58 s; in two groups the tier took 297 s, bound by lanes +
+# UI backfill. On three workers it took 234 s, and 229 s once the queue was read every second (the lanes test 157 s).
 WORKER_A = pytest.mark.xdist_group("deployments-a")
 WORKER_B = pytest.mark.xdist_group("deployments-b")
 WORKER_C = pytest.mark.xdist_group("deployments-c")
