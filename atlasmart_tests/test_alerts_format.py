@@ -3,10 +3,12 @@ figures an operator acts on, links into the UI, and every hostile value escaped.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import re
 import sys
+import unicodedata
 from pathlib import Path
 from typing import Callable
 
@@ -163,7 +165,6 @@ def test_published_message_lists_changed_days_with_named_deltas_and_unchanged_ra
 
 
 def test_published_message_tells_the_days_written_afresh_because_their_rows_differed_from_the_ledger() -> None:
-    import dataclasses
     repaired = [CHANGES[0], dataclasses.replace(CHANGES[1], repaired=True)]
     messages = fmt.backfill_published(BACKFILL, repaired, NEIGHBOURS, "/n/bf-1.md", "mart/revenue_daily", LINKS)
     _valid(messages)
@@ -324,7 +325,6 @@ IGNORABLE = {0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180B, 0x180C, 0x180D, 0x1
 def test_the_invisible_characters_are_unicodes_controls_and_formats_but_the_joiners() -> None:
     """INVISIBLE is written out (computing it from unicodedata costs every process 0.16 s at import): held here
     against this Python's Unicode tables, both ways."""
-    import unicodedata
     kept = {"\t", "\n", "\r", "\u200c", "\u200d"}
     for code in range(sys.maxunicode + 1):
         char = chr(code)

@@ -3,6 +3,7 @@ or the publication, with every day before → after, the neighbours proven uncha
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import re
 import time
@@ -76,7 +77,6 @@ def test_invisible_characters_in_a_notice_are_shown_as_code_points() -> None:
 def test_a_repaired_day_whose_content_also_changed_is_told_as_both() -> None:
     """A day whose rows changed behind the ledger and that a late batch changed too: the notice names it changed and
     repaired, and never says its before and after agree (a review found it did)."""
-    import dataclasses
     both = dataclasses.replace(_change("2026-09-20", [8, 5, 10, 690, 435, 255], [9, 5, 11, 700, 440, 260]),
                                repaired=True)
     text = notices.markdown(_notice(changes=[both]))
