@@ -8,8 +8,7 @@ from atlasmart_assets.assets.correction import correction_asset
 from atlasmart_assets.assets.raw import customers, landing_batches, raw_order_lines
 from atlasmart_assets.resources import WAREHOUSE_KEY, Warehouse
 
-ASSETS: list[dg.AssetsDefinition | dg.AssetSpec | dg.SourceAsset] = [landing_batches, customers, raw_order_lines,
-                                                                    correction_asset]
+ASSETS: list[dg.AssetsDefinition | dg.AssetSpec] = [landing_batches, customers, raw_order_lines, correction_asset]
 
 
 def asset_graph() -> Any:
