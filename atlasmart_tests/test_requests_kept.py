@@ -256,8 +256,13 @@ def test_a_request_naming_a_line_retracted_past_retention_erases_the_versions_it
     line = json.loads((env.raw_dir / f"partition={DAY}.json").read_text())["lines"][0]["line_id"]
     _retract(env, DAY, line, f"B-{DAY}-02")
     _run(instance, {**BF, "dagster/backfill": "bf-retract"})
+    # Re-derived twice, the day keeps its content, and retention its version before (the newest of each of its
+    # two newest contents); a late line is new content, which puts the first load's past retention.
     _run(instance, REDERIVE)
     _run(instance, {**REDERIVE, "dagster/backfill": "bf-rederive-2"})
+    assert state.table_rows(env, "history.staged_order_lines", f"line_id = '{line}'") != [], "one content back"
+    generate.late_delta(env.raw_dir, dt.date.fromisoformat(DAY), f"B-{DAY}-03", new=1, restate=0, retract=0)
+    _run(instance, {**BF, "dagster/backfill": "bf-late"})
     [(first,)] = state.table_rows(env, "(select publication_id from audit.publications where seq = (select min(seq) "
                                        f"from audit.publications where partition_date = '{DAY}'))")
     assert state.table_rows(env, "history.staged_order_lines", f"line_id = '{line}'") == [], "past retention"

@@ -853,3 +853,73 @@ def test_a_rollback_whose_override_or_who_asked_is_too_long_to_record_is_refused
     err = capsys.readouterr().err
     assert code == 2 and f"past the {REASON_MAX_CHARS:,}" in err, err
     assert state.snapshot(env) == before
+
+
+def _extracts(env, days: list[str]) -> dict[str, bytes]:  # noqa: ANN001
+    return {d: (env.published_dir / f"partition={d}.json").read_bytes() for d in days}
+
+
+def test_re_runs_with_nothing_new_keep_the_version_before_a_correction_within_reach(env, instance, published,
+                                                                                     monkeypatch) -> None:
+    """A re-run that keeps every day as published is a version with its predecessor's content. Counted as versions
+    alone, three such re-runs at ATLASMART_RETAIN_VERSIONS=1 put the version before a correction past a rollback's
+    reach (a review found ten did at the default). Retention also keeps the newest version of each of the newest
+    contents, so the version the correction replaced stays restorable; and a day never holds more than twice the
+    versions it did."""
+    monkeypatch.setenv("ATLASMART_RETAIN_VERSIONS", "1")
+    days = ["2026-09-18", "2026-09-19"]
+    published((days[0], days[-1]))
+    before = _extracts(env, days)
+    [(first,)] = state.table_rows(env, "(select distinct publication_id from audit.current_publications)")
+    for day in days:
+        generate.late_delta(env.raw_dir, dt.date.fromisoformat(day), f"B-{day}-02")
+    assert run_chain(instance, days[0], days[-1], {"dagster/backfill": "bf-late"}).success
+    corrected = _extracts(env, days)
+    assert corrected != before
+    for k in range(3):
+        assert run_chain(instance, days[0], days[-1], {"dagster/backfill": f"bf-again-{k}"}).success
+        assert _extracts(env, days) == corrected
+    readable = state.table_rows(env, "(select partition_date, count(*) from audit.ledger_versions group by 1)")
+    assert readable and all(n <= 2 * 2 for _, n in readable), readable
+
+    assert cli.main(["rollback", "--from", days[0], "--to", days[-1], "--reason", "back before the correction",
+                     "--to-publication", first]) == 0, "the version before the correction is within reach, by name"
+    assert _extracts(env, days) == before
+    assert cli.main(["rollback", "--from", days[0], "--to", days[-1], "--reason", "back to the newest re-run",
+                     "--to-publication", _newest(env, days[0], kind="publish")]) == 0
+    assert _extracts(env, days) == corrected
+
+
+def _newest(env, day: str, kind: str) -> str:  # noqa: ANN001
+    """The newest publication of `kind` of the day."""
+    [(pub,)] = state.table_rows(env, f"(select arg_max(publication_id, seq) from audit.publications "
+                                     f"where partition_date = '{day}' and kind = '{kind}')")
+    return pub
+
+
+def test_a_version_retention_let_go_is_restored_from_a_kept_version_of_its_content(env, instance, published,
+                                                                                    monkeypatch) -> None:
+    """The first load, two re-runs that kept it, then a correction: at ATLASMART_RETAIN_VERSIONS=1 the first load's
+    own version is let go (the correction and the newest re-run are kept), but its content is not. A rollback to
+    it by name reads the kept re-run's rows and mart figures, writes no line, and records the version named."""
+    monkeypatch.setenv("ATLASMART_RETAIN_VERSIONS", "1")
+    days = ["2026-09-18", "2026-09-19"]
+    published((days[0], days[-1]))
+    before = _extracts(env, days)
+    rows_before = state.table_rows(env, "(select * from fact.fct_order_lines)")
+    [(first,)] = state.table_rows(env, "(select distinct publication_id from audit.current_publications)")
+    for k in range(2):
+        assert run_chain(instance, days[0], days[-1], {"dagster/backfill": f"bf-again-{k}"}).success
+    for day in days:
+        generate.late_delta(env.raw_dir, dt.date.fromisoformat(day), f"B-{day}-02")
+    assert run_chain(instance, days[0], days[-1], {"dagster/backfill": "bf-late"}).success
+    assert _extracts(env, days) != before
+    assert state.table_rows(env, "history.fct_order_lines", f"publication_id = '{first}'") == [], \
+        "the first load's own version is past retention"
+
+    assert cli.main(["rollback", "--from", days[0], "--to", days[-1], "--reason", "back to the first load",
+                     "--to-publication", first]) == 0
+    assert _extracts(env, days) == before
+    assert state.table_rows(env, "(select * from fact.fct_order_lines)") == rows_before
+    assert _rows_stored_by_rollbacks(env) == 0, "a rollback writes no line into the version store"
+    assert {r[4] for d in days for r in _ledger(env, d) if r[1] == "rollback"} == {first}, "restored_from: the one named"

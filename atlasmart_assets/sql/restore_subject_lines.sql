@@ -1,7 +1,8 @@
 -- Per day to restore and deletion request in force: how many lines of the version a rollback would restore
--- (`targets`: partition_date, publication_id) the request names, by customer or by line id, in the version store
--- (the fact's view reads every stored version). Restoring such a version would publish a suppressed subject again.
--- Two equality joins, one per kind of key: DuckDB runs a join on `or` as a nested loop.
+-- (`sources`: partition_date, publication_id, the version whose rows it reads) the request names, by customer or by
+-- line id, in the version store (the fact's view reads every stored version). Restoring such a version would
+-- publish a suppressed subject again. Two equality joins, one per kind of key: DuckDB runs a join on `or` as a
+-- nested loop.
 with restored as not materialized (
     select
         v.partition_date,
@@ -9,7 +10,7 @@ with restored as not materialized (
         v.customer_id
     from versions.fct_order_lines as v
     inner join audit.ledger_versions as l using (partition_date, version)
-    inner join targets as t on t.partition_date = l.partition_date and t.publication_id = l.publication_id
+    inner join sources as t on t.partition_date = l.partition_date and t.publication_id = l.publication_id
 ),
 
 named as (

@@ -371,19 +371,23 @@ def retire(con: duckdb.DuckDBPyConnection, before: dict[str, Current], window: W
 
 
 def _keep(con: duckdb.DuckDBPyConnection, retain: int, window: Window) -> None:
-    """temp table keep: per partition of the window, its current publication and the `retain` before it."""
-    con.execute(
-        "create or replace temp table keep as select partition_date, publication_id from ("
-        " select partition_date, publication_id, row_number() over (partition by partition_date order by seq desc) as n"
-        " from audit.publications where partition_date between $start and $end) where n <= $retain",
-        {**window.params, "retain": retain + 1})
+    """temp table keep: per partition of the window, its current publication and the `retain` before it, and the
+    newest version of each of its `retain` + 1 newest contents (retained_versions.sql)."""
+    con.execute(f"create or replace temp table keep as {_with_contents('retained_versions')}",
+                {**window.params, "retain": retain + 1})
 
 
-def retained(con: duckdb.DuckDBPyConnection, retain: int, window: Window) -> set[tuple[str, str]]:
-    """(day, publication id) of every version of the window retention keeps: each day's current one and the
-    `retain` before it."""
+def _with_contents(name: str) -> str:
+    return sql.text(name).format(contents=sql.text("version_contents"))
+
+
+def restorable(con: duckdb.DuckDBPyConnection, retain: int, window: Window) -> dict[tuple[str, str], str]:
+    """(day, publication id) of every superseded version of the window a rollback can restore -> the version whose
+    rows it reads: itself where retention keeps it, else the newest kept version of its content
+    (restorable_versions.sql)."""
     _keep(con, retain, window)
-    return {(r[0].isoformat(), r[1]) for r in con.execute("select partition_date, publication_id from keep").fetchall()}
+    rows = con.execute(_with_contents("restorable_versions"), window.params).fetchall()
+    return {(day, pub): source for day, pub, source in rows}
 
 
 def prune_history(con: duckdb.DuckDBPyConnection, retain: int, window: Window) -> set[str]:
@@ -422,8 +426,8 @@ def prune_versions(con: duckdb.DuckDBPyConnection, retain: int, part: Window) ->
 
 
 def over_retention(con: duckdb.DuckDBPyConnection, retain: int, window: Window) -> set[str]:
-    """The days of the window with more versions in the ledger than retention keeps (the current one and `retain`
-    before it): the only ones a prune has anything to drop from."""
+    """The days of the window with more versions in the ledger than the current one and `retain` before it, all of
+    which retention keeps: the only ones a prune has anything to drop from."""
     rows = con.execute("select partition_date from audit.publications where partition_date between $start and $end "
                        "group by 1 having count(*) > $n", {**window.params, "n": retain + 1}).fetchall()
     return {r[0].isoformat() for r in rows}

@@ -212,8 +212,8 @@ def _refuse_if_past_retention(con: duckdb.DuckDBPyConnection, restored: dict[str
 
 def _past_retention(con: duckdb.DuckDBPyConnection, versions: dict[str, str], retain: int,
                     window: Window) -> list[str]:
-    """The days whose version in `versions` retention no longer keeps (ledger.retained), sorted."""
-    kept = ledger.retained(con, retain, window)
+    """The days whose version in `versions` a rollback can no longer restore (ledger.restorable), sorted."""
+    kept = ledger.restorable(con, retain, window)
     return sorted(p for p, pub in versions.items() if (p, pub) not in kept)
 
 
@@ -505,15 +505,9 @@ def restore_candidates(wh: Warehouse, scratch: Path, window: Window, targets: di
                 raise ValueError(f"cannot roll back {window}: partitions {window_label(missing)} have no earlier publication")
             targets = {p: now[p].prev_publication_id for p in window.keys}
         ledger.versions_table(con, "targets", targets)
-        # Then the publication whose rows each version reads: a version stored before the store recorded where (no
-        # day_versions row) owns its rows, as audit.ledger_versions reads it (its fact may be rows kept from before
-        # the fact was derived).
-        rows = con.execute(
-            f"select {ledger.candidate_columns(con)}, case when d.publication_id is null then p.publication_id "
-            "else d.stored_as end from audit.publications p "
-            "join targets using (partition_date, publication_id) "
-            "left join audit.day_versions d using (partition_date, publication_id)"
-        ).fetchall()
+        rows = con.execute(f"select {ledger.candidate_columns(con)} from audit.publications p "
+                           "join targets using (partition_date, publication_id) "
+                           "left join audit.day_versions d using (partition_date, publication_id)").fetchall()
         found = {r[0].isoformat(): r for r in rows}
         unknown = sorted(p for p in targets if p not in found)
         if unknown:
@@ -522,29 +516,40 @@ def restore_candidates(wh: Warehouse, scratch: Path, window: Window, targets: di
         if erased:
             raise ValueError(f"cannot roll back {window}: the earlier versions of {window_label(erased)} were erased when a deletion "
                              "request was applied to them (a rollback never brings suppressed rows back)")
+        # Retention as the commit judges it (_refuse_if_past_retention). A version it let go whose content a kept
+        # one holds (a re-run that kept the day as published) is restored from that one's rows: the same lines
+        # and figures, under the ledger row named.
+        restorable = ledger.restorable(con, wh.settings.retain_versions, window)
+        sources = {p: restorable.get((p, t), t) for p, t in targets.items()}
+        ledger.versions_table(con, "sources", sources)
+        # The publication whose rows each source reads: a version stored before the store recorded where (no
+        # day_versions row) owns its rows, as audit.ledger_versions reads it (its fact may be rows kept from before
+        # the fact was derived).
+        stored = {r[0].isoformat(): r[1] for r in con.execute(
+            "select partition_date, case when d.publication_id is null then p.publication_id else d.stored_as end "
+            "from audit.publications p join sources using (partition_date, publication_id) "
+            "left join audit.day_versions d using (partition_date, publication_id)").fetchall() if r[1] is not None}
         if deletion_keys is not None and len(deletion_keys):
             _refuse_subject_lines(con, window, deletion_keys)
         readable = {r[0].isoformat() for r in con.execute(
-            "select distinct partition_date from history.fct_order_lines join targets using (partition_date, publication_id)"
+            "select distinct partition_date from history.fct_order_lines join sources using (partition_date, publication_id)"
         ).fetchall()}
-        # Retention as the commit judges it (_refuse_if_past_retention): a version past it has lost its mart rows,
-        # even where a rollback's pointer keeps its lines.
-        with_rows = {p: t for p, t in targets.items() if found[p][2]}
-        gone = sorted(set(_past_retention(con, with_rows, wh.settings.retain_versions, window))
-                      | {p for p in with_rows if p not in readable})
+        # A version past retention has lost its mart rows, even where a rollback's pointer keeps its lines.
+        with_rows = [p for p in targets if found[p][2]]
+        gone = sorted(p for p in with_rows if (p, targets[p]) not in restorable or p not in readable)
         if gone:
             raise ValueError(f"cannot roll back {window}: the earlier versions of {window_label(gone)} are past retention")
         after = {p: ledger.day_candidate(r) for p, r in found.items()}
-        stored = {p: r[-1] for p, r in found.items() if r[-1] is not None}
-    _restore_rows(wh, scratch, targets, give_way, stats)
+    _restore_rows(wh, scratch, sources, give_way, stats)
     return after, targets, now, stored
 
 
 def _refuse_subject_lines(con: duckdb.DuckDBPyConnection, window: Window, deletion_keys: pd.DataFrame) -> None:
-    """Refuse restoring a version (temp table `targets`) that holds a line a deletion request in force names. Such
-    a version was published before the request and no build of its day applied the request since (that build
-    erases it): a review found a day whose current version no longer held the subject (the source had retracted
-    it), never built again, whose rollback published the subject's lines again."""
+    """Refuse restoring a version (temp table `sources`: the rows each restored version reads) that holds a line a
+    deletion request in force names. Such a version was published before the request and no build of its day
+    applied the request since (that build erases it): a review found a day whose current version no longer held the
+    subject (the source had retracted it), never built again, whose rollback published the subject's lines
+    again."""
     con.register("restore_deletion_keys", deletion_keys.astype(object))
     try:
         held: dict[str, dict[str, int]] = {}
@@ -563,7 +568,7 @@ def _refuse_subject_lines(con: duckdb.DuckDBPyConnection, window: Window, deleti
 
 def _restore_rows(wh: Warehouse, scratch: Path, targets: dict[str, str], give_way: GiveWay | None,
                   stats: LockStats | None) -> None:
-    """The mart rows of the versions `targets` names, copied into scratch as the mart candidate in one hold (15 rows
+    """The mart rows of the versions `targets` names (restore_candidates' sources), copied into scratch as the mart candidate in one hold (15 rows
     a day). The versioned layers' candidates are left empty: a restored day with lines points at the rows the
     store holds (restore_candidates); one without has none. A day republished meanwhile is refused by the publish,
     which compares against `now`."""
