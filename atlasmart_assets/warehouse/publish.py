@@ -15,7 +15,7 @@ from typing import Callable, Collection, Iterable, Iterator
 import duckdb
 import pandas as pd
 
-from atlasmart_assets import extracts, notices, sql
+from atlasmart_assets import candidates, extracts, notices, sql
 from atlasmart_assets.alerts.format import window_label
 from atlasmart_assets.failpoints import failpoint, hold as held_at
 from atlasmart_assets.resources import Warehouse
@@ -541,7 +541,29 @@ def restore_candidates(wh: Warehouse, scratch: Path, window: Window, targets: di
             raise ValueError(f"cannot roll back {window}: the earlier versions of {window_label(gone)} are past retention")
         after = {p: ledger.day_candidate(r) for p, r in found.items()}
     _restore_rows(wh, scratch, sources, give_way, stats)
+    _refuse_if_mart_differs(scratch, window, after, targets, sources)
     return after, targets, now, stored
+
+
+def _refuse_if_mart_differs(scratch: Path, window: Window, after: dict[str, DayCandidate], targets: dict[str, str],
+                            sources: dict[str, str]) -> None:
+    """Refuse restoring mart rows (copied into scratch from the history of `sources`) that are not those the
+    restored version's extract published: a mart changed behind the ledger is moved into history as it is when its
+    version is superseded, and a version retention let go is restored from another's rows (a review restored such
+    a day's figures plus 1,000 under an extract saying otherwise). Checked where the version's fingerprint is of
+    this DuckDB release, as a kept day's are (an older release's extract may write its numbers otherwise)."""
+    days = [d for d, c in after.items() if candidates.this_release(c.fingerprint)]
+    if not days:
+        return
+    with contextlib.closing(duckdb.connect(str(scratch))) as con:
+        mart = candidates.mart_rows(con, "candidate.revenue_daily", window)
+    differ = [d for d in sorted(days) if mart.get(d) != json.loads(after[d].extract_json).get("rows")]
+    if differ:
+        twins = [sources[d] for d in differ if sources[d] != targets[d]]
+        raise ValueError(f"cannot roll back {window}: the mart rows kept of the versions to restore of "
+                         f"{window_label(differ)} differ from what their extracts published (changed behind the "
+                         "ledger" + (f"; read from publication(s) {', '.join(sorted(set(twins)))}, of the same "
+                                     "content" if twins else "") + "); nothing was published")
 
 
 def _refuse_subject_lines(con: duckdb.DuckDBPyConnection, window: Window, deletion_keys: pd.DataFrame) -> None:
