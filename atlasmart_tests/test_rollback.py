@@ -925,13 +925,13 @@ def test_a_version_retention_let_go_is_restored_from_a_kept_version_of_its_conte
     assert {r[4] for d in days for r in _ledger(env, d) if r[1] == "rollback"} == {first}, "restored_from: the one named"
 
 
-@pytest.mark.parametrize("named", ["first load", "re-run"])
+@pytest.mark.parametrize("named", ["first load", "re-run", "re-run, of another DuckDB release"])
 def test_mart_rows_changed_behind_the_ledger_are_never_restored(env, instance, published, monkeypatch,
                                                                 named: str) -> None:
     """A mart changed behind the ledger while a re-run is current goes into history as it is when a correction
     supersedes it. A rollback to that re-run, or to the first load whose own rows retention let go (restored from
     the re-run's, of the same content), would publish those figures under an extract saying otherwise (a review
-    did: the figures plus 1,000). Refused, and nothing changes."""
+    did: the figures plus 1,000), whatever release stored the version. Refused, and nothing changes."""
     monkeypatch.setenv("ATLASMART_RETAIN_VERSIONS", "1")
     days = ["2026-09-18", "2026-09-19"]
     published((days[0], days[-1]))
@@ -940,6 +940,8 @@ def test_mart_rows_changed_behind_the_ledger_are_never_restored(env, instance, p
     rerun = _newest(env, days[0], kind="publish")
     with duckdb.connect(str(env.warehouse_path)) as con:
         con.execute(f"update mart.revenue_daily set gmv = gmv + 1000 where partition_date = '{days[0]}'")
+        if "another" in named:  # stored before a DuckDB upgrade: its fingerprint names the release before
+            con.execute("update audit.day_versions set fingerprint = replace(fingerprint, 'duckdb ', 'duckdb 0.')")
     for day in days:
         generate.late_delta(env.raw_dir, dt.date.fromisoformat(day), f"B-{day}-02")
     assert run_chain(instance, days[0], days[-1], {"dagster/backfill": "bf-late"}).success
