@@ -532,8 +532,8 @@ def restore_candidates(wh: Warehouse, scratch: Path, window: Window, targets: di
         if deletion_keys is not None and len(deletion_keys):
             _refuse_subject_lines(con, window, deletion_keys)
         readable = {r[0].isoformat() for r in con.execute(
-            "select distinct partition_date from history.fct_order_lines join sources using (partition_date, publication_id)"
-        ).fetchall()}
+            "select distinct partition_date from history.fct_order_lines "
+            "join sources using (partition_date, publication_id)").fetchall()}
         # A version past retention has lost its mart rows, even where a rollback's pointer keeps its lines.
         with_rows = [p for p in targets if found[p][2]]
         gone = sorted(p for p in with_rows if (p, targets[p]) not in restorable or p not in readable)
@@ -590,10 +590,10 @@ def _refuse_subject_lines(con: duckdb.DuckDBPyConnection, window: Window, deleti
 
 def _restore_rows(wh: Warehouse, scratch: Path, targets: dict[str, str], give_way: GiveWay | None,
                   stats: LockStats | None) -> None:
-    """The mart rows of the versions `targets` names (restore_candidates' sources), copied into scratch as the mart candidate in one hold (15 rows
-    a day). The versioned layers' candidates are left empty: a restored day with lines points at the rows the
-    store holds (restore_candidates); one without has none. A day republished meanwhile is refused by the publish,
-    which compares against `now`."""
+    """The mart rows of the versions `targets` names (restore_candidates' sources), copied into scratch as the mart
+    candidate in one hold (15 rows a day). The versioned layers' candidates are left empty: a restored day with
+    lines points at the rows the store holds (restore_candidates); one without has none. A day republished
+    meanwhile is refused by the publish, which compares against `now`."""
     _next_hold(wh, give_way, stats, first=True)
     with wh.writer(stats) as con:
         ledger.versions_table(con, "targets", targets)
