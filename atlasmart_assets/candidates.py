@@ -200,11 +200,6 @@ def fingerprint(staged_figures: dict[str, Any]) -> str:
     return f"duckdb {duckdb.__version__}: {staged_figures['lines']} lines, hash sum {staged_figures['fingerprint']}"
 
 
-def this_release(fingerprint: str | None) -> bool:
-    """A fingerprint this DuckDB release computes the same way (`fingerprint` names its release)."""
-    return bool(fingerprint) and str(fingerprint).startswith(f"duckdb {duckdb.__version__}:")
-
-
 def control_list(figures: dict[str, Any] | None) -> list[int | float]:
     names = CONTROL_NAMES
     return [number(figures.get(n)) if figures else 0 for n in names]

@@ -213,8 +213,8 @@ def _refuse_if_past_retention(con: duckdb.DuckDBPyConnection, restored: dict[str
 def _past_retention(con: duckdb.DuckDBPyConnection, versions: dict[str, str], retain: int,
                     window: Window) -> list[str]:
     """The days whose version in `versions` a rollback can no longer restore (ledger.restorable), sorted."""
-    kept = ledger.restorable(con, retain, window)
-    return sorted(p for p, pub in versions.items() if (p, pub) not in kept)
+    restorable = ledger.restorable(con, retain, window)
+    return sorted(p for p, pub in versions.items() if (p, pub) not in restorable)
 
 
 def _refuse_if_abandoned(con: duckdb.DuckDBPyConnection, pub_id: str) -> None:
