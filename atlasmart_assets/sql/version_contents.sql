@@ -5,7 +5,6 @@ select
     p.partition_date,
     p.publication_id,
     p.seq,
-    p.prev_publication_id,
     coalesce(d.fingerprint, p.publication_id) || ' ' || coalesce(p.sha256_after, '') as content
 from audit.publications as p
 left join audit.day_versions as d using (partition_date, publication_id)
