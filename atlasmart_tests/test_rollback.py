@@ -286,7 +286,7 @@ def test_a_long_rollback_holds_the_warehouse_briefly_and_restores_every_day_as_i
     at the same way."""
     days = [f"2026-09-{k:02d}" for k in range(1, 20)]
     published((days[0], days[-1]))
-    first = {d: (env.published_dir / f"partition={d}.json").read_bytes() for d in days}
+    first = _extracts(env, days)
     rows_first = state.table_rows(env, "(select * from fact.fct_order_lines order by all)")
     for day in days:
         generate.late_delta(env.raw_dir, dt.date.fromisoformat(day), f"B-{day}-02")
@@ -321,8 +321,12 @@ def test_a_long_rollback_holds_the_warehouse_briefly_and_restores_every_day_as_i
     assert _rollback_run(instance, days[0], days[-1], "back before the late batches").success
     assert len(gave_way) >= 3, "the restore's hold, the write ahead's and the commit's"
     assert _rows_stored_by_rollbacks(env) == 0
-    assert {d: (env.published_dir / f"partition={d}.json").read_bytes() for d in days} == first
+    assert _extracts(env, days) == first
     assert state.table_rows(env, "(select * from fact.fct_order_lines order by all)") == rows_first
+
+
+def _extracts(env, days: list[str]) -> dict[str, bytes]:  # noqa: ANN001
+    return {d: (env.published_dir / f"partition={d}.json").read_bytes() for d in days}
 
 
 def _rows_stored_by_rollbacks(env) -> int:
@@ -344,7 +348,7 @@ def test_a_rollback_points_at_the_rows_the_version_store_holds_and_writes_none(e
     monkeypatch.setenv("ATLASMART_RETAIN_VERSIONS", "1")
     days = [f"2026-09-{k:02d}" for k in range(1, 13)]
     assert run_chain(instance, days[0], days[-1]).success
-    first = {d: (env.published_dir / f"partition={d}.json").read_bytes() for d in days}
+    first = _extracts(env, days)
     rows_first = state.table_rows(env, "(select * from fact.fct_order_lines)")
     first_stored = _stored_as(env)
     for day in days:
@@ -355,7 +359,7 @@ def test_a_rollback_points_at_the_rows_the_version_store_holds_and_writes_none(e
     assert _rollback_run(instance, days[0], days[-1], "back before the late batches").success
     assert _rows_stored_by_rollbacks(env) == 0, "a rollback writes no line into the version store"
     assert _stored_as(env) == first_stored and len(first_stored) == len(days)
-    assert {d: (env.published_dir / f"partition={d}.json").read_bytes() for d in days} == first
+    assert _extracts(env, days) == first
     assert state.table_rows(env, "(select * from fact.fct_order_lines)") == rows_first
 
     # A later publication: the first load's is past retention (one kept before the current, the rollback's), and
@@ -363,10 +367,10 @@ def test_a_rollback_points_at_the_rows_the_version_store_holds_and_writes_none(e
     for day in days:
         generate.late_delta(env.raw_dir, dt.date.fromisoformat(day), f"B-{day}-03")
     assert run_chain(instance, days[0], days[-1], {"dagster/backfill": "bf-later"}).success
-    assert {d: (env.published_dir / f"partition={d}.json").read_bytes() for d in days} != first
+    assert _extracts(env, days) != first
     assert _rollback_run(instance, days[0], days[-1], "back to the rollback").success
     assert _rows_stored_by_rollbacks(env) == 0 and _stored_as(env) == first_stored
-    assert {d: (env.published_dir / f"partition={d}.json").read_bytes() for d in days} == first
+    assert _extracts(env, days) == first
     assert state.table_rows(env, "(select * from fact.fct_order_lines)") == rows_first
 
 
@@ -853,10 +857,6 @@ def test_a_rollback_whose_override_or_who_asked_is_too_long_to_record_is_refused
     err = capsys.readouterr().err
     assert code == 2 and f"past the {REASON_MAX_CHARS:,}" in err, err
     assert state.snapshot(env) == before
-
-
-def _extracts(env, days: list[str]) -> dict[str, bytes]:  # noqa: ANN001
-    return {d: (env.published_dir / f"partition={d}.json").read_bytes() for d in days}
 
 
 def test_re_runs_with_nothing_new_keep_the_version_before_a_correction_within_reach(env, instance, published,
