@@ -32,10 +32,10 @@ browser:
 
 # Everything: the in-process tier on three workers, and beside it the deployment and browser tests on three workers,
 # one per group atlasmart_tests/deployment.py sets (each file starts its own webserver + daemon on its own DAGSTER_HOME
-# and port). The in-process tier is bound by CPU; a deployment mostly waits on daemon ticks (under one core of two), so
-# the two tiers run at once and the in-process one is niced: a deployment gets the CPU when it asks, the in-process tests
-# take the rest. No test depends on timing (deployment scenarios hold at gates and wait with generous deadlines).
-# The deployment tier's output goes to var/test-integration.log and is printed after the in-process tier's.
+# and port). The in-process tier is bound by CPU and leaves a few cycles idle, and so does a deployment waiting on
+# daemon ticks: the two tiers run at once, the in-process one niced, so a deployment gets the CPU when it asks. No test
+# depends on timing (deployment scenarios hold at gates and wait with generous deadlines). The deployment tier's
+# output goes to var/test-integration.log and is printed after the in-process tier's.
 # -rs prints the reason of every skipped test (e.g. the browser test without chromium).
 test: setup browser
 	@mkdir -p var

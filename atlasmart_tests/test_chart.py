@@ -72,3 +72,26 @@ def test_a_years_correction_changing_every_day_is_charted_by_week_within_one_eve
     labels, panels = chart.weekly(days, {"rows": ([1.0] * 365, [2.0] * 365)})
     assert len(labels) == 53 and labels[0] == "wk 2025-09-22" and panels["rows"][1][-1] == 2.0, \
         "a week the window cuts short is a mean, not a cliff"
+
+
+def test_a_chart_saved_again_to_fit_its_budget_is_laid_out_once(monkeypatch) -> None:
+    """A chart too large at the first resolution is saved again smaller; its layout (in inches) is not solved again
+    for each save, and the smaller save is still a whole chart of the same proportions."""
+    from matplotlib.layout_engine import ConstrainedLayoutEngine
+
+    layouts, saves = [], []
+    solve, save = ConstrainedLayoutEngine.execute, chart._png
+    monkeypatch.setattr(ConstrainedLayoutEngine, "execute", lambda self, fig: layouts.append(1) or solve(self, fig))
+    monkeypatch.setattr(chart, "_png", lambda fig, dpi: saves.append(dpi) or save(fig, dpi))
+    days = [f"2026-08-{d:02d}" for d in range(1, 20)]
+    panels: dict[str, chart.Series] = {name: ([1000.0 + (d * 7919 % 13) for d in range(19)],
+                                              [1000.0 + (d * 104729 % 11) for d in range(19)])
+                                       for name in ("rows", "gmv", "cost")}
+    first = chart.before_after_png(days, panels, "t")
+    layouts.clear(), saves.clear()
+    png = chart.fitting_png(days, panels, "t", max_bytes=len(first) * 2 // 3)
+    assert png is not None and len(png) <= len(first) * 2 // 3
+    assert len(saves) >= 2 and saves[-1] < saves[0], saves
+    assert len(layouts) == 1, f"{len(layouts)} layouts for {len(saves)} saves"
+    small, full = (matplotlib.image.imread(io.BytesIO(p)).shape for p in (png, first))
+    assert small[0] < full[0] and abs(small[0] / small[1] - full[0] / full[1]) < 0.02
