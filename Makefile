@@ -30,22 +30,14 @@ browser:
 	else echo "make browser: chromium is missing and cannot be installed here (needs root and apt-get);" \
 	  "the browser test will be skipped (under CI=true it fails)"; fi
 
-# Everything: the in-process tier on three workers, and beside it the deployment and browser tests on three workers,
-# one per group atlasmart_tests/deployment.py sets (each file starts its own webserver + daemon on its own DAGSTER_HOME
-# and port). The in-process tier is bound by CPU and leaves a few cycles idle, and so does a deployment waiting on
-# daemon ticks: the two tiers run at once, the in-process one niced, so a deployment gets the CPU when it asks. No test
-# depends on timing (deployment scenarios hold at gates and wait with generous deadlines). The deployment tier's
-# output goes to var/test-integration.log and is printed after the in-process tier's.
+# Everything: the in-process tier on three workers, then the deployment and browser tests on three workers, one per
+# group atlasmart_tests/deployment.py sets (each file starts its own webserver + daemon on its own DAGSTER_HOME and
+# port). Three workers on two cores: on two workers the in-process tests left about a tenth of the cores idle, and a
+# deployment mostly waits on daemon ticks (README, Tests: How long it takes).
 # -rs prints the reason of every skipped test (e.g. the browser test without chromium).
 test: setup browser
-	@mkdir -p var
-	@$(BIN)/python -m pytest -q -rs -m integration -n 3 --dist loadgroup >var/test-integration.log 2>&1 & slow=$$!; \
-	echo "in-process tier (deployment tier beside it, to var/test-integration.log):"; \
-	nice -n 10 $(BIN)/python -m pytest -q -rs -m "not integration" -n 3 --dist loadgroup; fast_rc=$$?; \
-	wait $$slow; slow_rc=$$?; \
-	echo "deployment and browser tier:"; cat var/test-integration.log; \
-	echo "in-process tier exit $$fast_rc, deployment tier exit $$slow_rc"; \
-	if [ $$fast_rc -ne 0 ]; then exit $$fast_rc; fi; exit $$slow_rc
+	$(BIN)/python -m pytest -q -rs -m "not integration" -n 3 --dist loadgroup
+	$(BIN)/python -m pytest -q -rs -m integration -n 3 --dist loadgroup
 
 # The inner loop: every test but the deployment and browser ones (marked integration), as `test` runs them.
 test-fast: setup
