@@ -22,7 +22,8 @@ from atlasmart_assets.resources import Warehouse
 from atlasmart_assets.scope import RunInfo
 from atlasmart_assets.settings import Settings
 from atlasmart_assets.warehouse import ledger
-from atlasmart_assets.warehouse.connection import GiveWay, LockStats, attach, hand_over, preemptible_hold, transaction
+from atlasmart_assets.warehouse.connection import (GiveWay, LockStats, attach, connect, hand_over, preemptible_hold,
+                                                   transaction)
 from atlasmart_assets.warehouse.ledger import Current, DayCandidate, Publication
 from atlasmart_assets.window import Window
 
@@ -553,7 +554,7 @@ def _refuse_if_mart_differs(scratch: Path, window: Window, after: dict[str, DayC
     a day's figures plus 1,000 under an extract saying otherwise). Every version's extract rows are written as
     candidates.mart_rows reads them, whatever its release. Refused even where another kept version of the content
     holds the rows unchanged: a rollback to that one, by name, reads them."""
-    with contextlib.closing(duckdb.connect(str(scratch))) as con:
+    with contextlib.closing(connect(str(scratch))) as con:
         mart = candidates.mart_rows(con, "candidate.revenue_daily", window)
     published = {d: json.loads(c.extract_json).get("rows") for d, c in after.items()}
     # An extract without rows (none of this project's releases wrote one) says nothing to compare with.
